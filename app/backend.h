@@ -1,0 +1,46 @@
+// Where the kernel under test runs: a CUDA device, or the CPU stand-ins (for GPU-free runs).
+// A backend takes host tensors in and leaves the results in them, so every check after a
+// run is the same host code whichever backend ran.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/host_tensors.h"
+#include "kernels/dispatch.h"
+
+namespace attnres {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DeviceDescription device() const = 0;
+  virtual NativeImages native_images() const = 0;
+  // Runs the decided kernel over the tensors in place. Throws LayoutError when the guarded
+  // native entry refuses, CudaError on a device failure.
+  virtual void execute(const DispatchDecision& decision, bool layout_guard, CaseTensors& tensors) = 0;
+  // The float64 reference computed on the device, where the backend has one.
+  virtual std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) = 0;
+  // False once a fault has left the device unusable for later cases.
+  virtual bool usable() const { return true; }
+};
+
+// The build's native images, as compiled (not as loadable on any device).
+std::vector<std::string> compiled_native_images();
+
+// Parses "sm_90", "sm_100", "sm_86" ... into a device description (for --device-model).
+std::optional<DeviceDescription> parse_device_model(const std::string& model);
+
+// CPU stand-ins; `model` is the device the dispatcher is told about (default sm_90 with the
+// build's native images), so dispatch, guard and fallback behave as on that device.
+std::unique_ptr<Backend> make_cpu_backend(DeviceDescription model, NativeImages images);
+
+// The first CUDA device, or nullptr (with `why`) when there is none.
+std::unique_ptr<Backend> make_cuda_backend(std::string& why);
+
+// Native images as the dispatcher sees them for a modelled device: the compiled list.
+NativeImages native_images_from_build();
+
+}  // namespace attnres

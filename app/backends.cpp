@@ -1,0 +1,168 @@
+#include <sstream>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "app/backend.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_buffer.h"
+#include "kernels/launch.h"
+#include "reference/cublas_reference.h"
+
+namespace attnres {
+
+std::vector<std::string> compiled_native_images() {
+  std::vector<std::string> images;
+  std::stringstream list(ATTNRES_NATIVE_IMAGES);
+  for (std::string image; std::getline(list, image, ',');)
+    if (!image.empty()) images.push_back(image);
+  return images;
+}
+
+NativeImages native_images_from_build() {
+  NativeImages images;
+  for (const std::string& image : compiled_native_images()) {
+    if (image == "sm_90a") images.sm90a = true;
+    if (image == "sm_100a") images.sm100a = true;
+  }
+  return images;
+}
+
+std::optional<DeviceDescription> parse_device_model(const std::string& model) {
+  if (model == "none") return DeviceDescription{};
+  if (model.size() < 5 || model.rfind("sm_", 0) != 0 || model.size() > 6) return std::nullopt;
+  const std::string digits = model.substr(3);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  DeviceDescription d;
+  d.present = true;
+  d.cc_major = std::stoi(digits.substr(0, digits.size() - 1));
+  d.cc_minor = digits.back() - '0';
+  d.name = "modelled " + model;
+  return d;
+}
+
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(DeviceDescription model, NativeImages images) : model_(std::move(model)), images_(images) {}
+  std::string name() const override { return "cpu"; }
+  DeviceDescription device() const override { return model_; }
+  NativeImages native_images() const override { return images_; }
+  void execute(const DispatchDecision& decision, bool layout_guard, CaseTensors& tensors) override {
+    const AttnResArgs args = tensors.args();
+    if (decision.path == KernelPath::native) cpu_native_kernel(args, layout_guard);
+    else if (decision.hard_coded_row_stride) cpu_native_kernel(args, false);
+    else cpu_portable_kernel(args);
+  }
+  std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
+
+ private:
+  DeviceDescription model_;
+  NativeImages images_;
+};
+
+// Device copies of a case's tensors, guard regions included, and their device AttnResArgs.
+struct DeviceTensors {
+  std::vector<DeviceBuffer<bf16_bits>> buffers;
+  AttnResArgs args;
+
+  DeviceTensors(const CaseTensors& host, cudaStream_t stream) {
+    const auto tensors = host.all();
+    std::vector<bf16_bits*> data;
+    for (const HostTensor* t : tensors) {
+      buffers.emplace_back(t->storage.size());
+      ATTNRES_CUDA_CHECK(cudaMemcpyAsync(buffers.back().get(), t->storage.data(), buffers.back().bytes(),
+                                         cudaMemcpyHostToDevice, stream));
+      data.push_back(buffers.back().get() + kGuardElements);
+    }
+    args = host.layout();
+    args.prefix = data[0];
+    args.delta = host.shape.has_delta ? data[1] : nullptr;
+    args.blocks = data[2];
+    args.norm_weight = data[3];
+    args.qk_weight = data[4];
+    args.output_norm_weight = host.shape.has_output_norm ? data[5] : nullptr;
+    args.output = data[6];
+  }
+
+  void download(CaseTensors& host, cudaStream_t stream) const {
+    const auto tensors = host.all();
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      ATTNRES_CUDA_CHECK(cudaMemcpyAsync(tensors[i]->storage.data(), buffers[i].get(), buffers[i].bytes(),
+                                         cudaMemcpyDeviceToHost, stream));
+    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(DeviceDescription device, NativeImages images) : device_(std::move(device)), images_(images) {}
+  std::string name() const override { return "cuda"; }
+  DeviceDescription device() const override { return device_; }
+  NativeImages native_images() const override { return images_; }
+  bool usable() const override { return usable_; }
+
+  void execute(const DispatchDecision& decision, bool layout_guard, CaseTensors& tensors) override {
+    guarded([&] {
+      DeviceTensors device(tensors, nullptr);
+      if (decision.path == KernelPath::native) launch_native(device.args, layout_guard, nullptr);
+      else launch_portable(device.args, nullptr, decision.hard_coded_row_stride);
+      ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      device.download(tensors, nullptr);
+    });
+  }
+
+  std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) override {
+    std::vector<double> out;
+    guarded([&] {
+      DeviceTensors device(inputs, nullptr);
+      out = cublas_reference(device.args, nullptr);
+    });
+    return out;
+  }
+
+ private:
+  template <class F>
+  void guarded(F&& body) {
+    try {
+      body();
+    } catch (const CudaError& e) {
+      if (e.context_lost()) usable_ = false;
+      throw;
+    }
+  }
+
+  DeviceDescription device_;
+  NativeImages images_;
+  bool usable_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(DeviceDescription model, NativeImages images) {
+  return std::make_unique<CpuBackend>(std::move(model), images);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    why = status != cudaSuccess ? fmt::format("no CUDA device ({})", cudaGetErrorString(status)) : "no CUDA device";
+    return nullptr;
+  }
+  ATTNRES_CUDA_CHECK(cudaSetDevice(0));
+  cudaDeviceProp props{};
+  ATTNRES_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
+  DeviceDescription device{true, props.name, props.major, props.minor};
+  // The native image for this device's family counts only if it really loads here.
+  NativeImages images;
+  const NativeImageQuery query = query_native_image();
+  images.sm90a = query.loadable && query.binary_version == 90;
+  images.sm100a = query.loadable && query.binary_version / 10 == 10;
+  return std::make_unique<CudaBackend>(std::move(device), images);
+}
+
+}  // namespace attnres

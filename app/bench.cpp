@@ -1,0 +1,224 @@
+#include "app/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/host_tensors.h"
+#include "app/runner.h"
+#include "kernels/device_buffer.h"
+#include "kernels/dispatch.h"
+#include "kernels/launch.h"
+#include "reference/cublas_reference.h"
+
+namespace attnres {
+
+using nlohmann::json;
+
+namespace {
+
+class Events {
+ public:
+  Events() {
+    ATTNRES_CUDA_CHECK(cudaEventCreate(&start_));
+    ATTNRES_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Events() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  template <class F>
+  double time_ms(F&& launch) {
+    ATTNRES_CUDA_CHECK(cudaEventRecord(start_));
+    launch();
+    ATTNRES_CUDA_CHECK(cudaEventRecord(stop_));
+    ATTNRES_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    ATTNRES_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_{}, stop_{};
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Bytes read plus written by a device-to-device copy of 2 GiB, median of 20.
+double copy_bandwidth(Events& events) {
+  const std::size_t bytes = std::size_t(2) << 30;
+  DeviceBuffer<unsigned char> a(bytes), b(bytes);
+  ATTNRES_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
+  std::vector<double> ms;
+  for (int i = 0; i < 23; ++i) {
+    const double t = events.time_ms([&] { ATTNRES_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); });
+    if (i >= 3) ms.push_back(t);
+  }
+  return 2.0 * double(bytes) / (median(ms) * 1e-3);
+}
+
+// One set of per-call tensors (prefix, delta, blocks, output) inside a shared allocation.
+struct InputSets {
+  DeviceBuffer<bf16_bits> storage;
+  DeviceBuffer<bf16_bits> weights;  // norm_weight, qk_weight, output_norm_weight
+  std::int64_t set_elements = 0;
+  int count = 0;
+  AttnResShape shape;
+
+  AttnResArgs args(int set) const {
+    const std::int64_t th = shape.tokens * shape.hidden;
+    bf16_bits* base = storage.get() + std::int64_t(set) * set_elements;
+    AttnResArgs a;
+    a.shape = shape;
+    a.strides = {shape.hidden, shape.hidden, shape.hidden, std::int64_t(shape.max_blocks) * shape.hidden, shape.hidden};
+    a.prefix = base;
+    a.delta = base + th;
+    a.blocks = base + 2 * th;
+    a.output = base + 2 * th + th * shape.max_blocks;
+    a.norm_weight = weights.get();
+    a.qk_weight = weights.get() + shape.hidden;
+    a.output_norm_weight = weights.get() + 2 * shape.hidden;
+    return a;
+  }
+};
+
+InputSets make_sets(const AttnResShape& shape, std::size_t l2_bytes) {
+  InputSets sets;
+  sets.shape = shape;
+  const std::int64_t th = shape.tokens * shape.hidden;
+  sets.set_elements = th * (3 + shape.max_blocks);
+  const double set_bytes = double(sets.set_elements) * sizeof(bf16_bits);
+  sets.count = int(std::clamp(4.0 * double(l2_bytes) / set_bytes + 1.0, 1.0, 256.0));
+  sets.storage = DeviceBuffer<bf16_bits>(std::size_t(sets.set_elements) * sets.count);
+  sets.weights = DeviceBuffer<bf16_bits>(std::size_t(3 * shape.hidden));
+  CaseSpec spec = default_case("bench", shape.tokens, shape.hidden, shape.max_blocks, shape.num_blocks);
+  const AttnResArgs a = sets.args(0);
+  auto fill = [&](bf16_bits* data, std::int64_t rows, InputTensor which) {
+    generate_on_device(data, rows, shape.hidden, shape.hidden, make_generator_key(spec.seed, to_string(which)),
+                       resolve(spec.distributions[int(which)], shape.hidden), nullptr);
+  };
+  fill(const_cast<bf16_bits*>(a.norm_weight), 1, InputTensor::norm_weight);
+  fill(const_cast<bf16_bits*>(a.qk_weight), 1, InputTensor::qk_weight);
+  fill(const_cast<bf16_bits*>(a.output_norm_weight), 1, InputTensor::output_norm_weight);
+  fill(a.prefix, shape.tokens, InputTensor::prefix);
+  fill(const_cast<bf16_bits*>(a.delta), shape.tokens, InputTensor::delta);
+  fill(a.blocks, shape.tokens * shape.max_blocks, InputTensor::blocks);
+  for (int s = 1; s < sets.count; ++s)
+    ATTNRES_CUDA_CHECK(cudaMemcpyAsync(sets.storage.get() + s * sets.set_elements, sets.storage.get(),
+                                       std::size_t(sets.set_elements) * sizeof(bf16_bits), cudaMemcpyDeviceToDevice));
+  ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  return sets;
+}
+
+// Runs `launch` once on pristine set 0 and judges it against the float64 reference.
+std::string check_kernel(InputSets& sets, const std::vector<double>& reference, const std::vector<bf16_bits>& pristine,
+                         const std::function<void(const AttnResArgs&)>& launch) {
+  const AttnResArgs a = sets.args(0);
+  const std::int64_t th = sets.shape.tokens * sets.shape.hidden;
+  ATTNRES_CUDA_CHECK(cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
+  ATTNRES_CUDA_CHECK(cudaMemset(a.output, 0xff, std::size_t(th) * sizeof(bf16_bits)));  // NaN poison
+  launch(a);
+  ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  HostTensor out = make_tensor("output", sets.shape.tokens, sets.shape.hidden, sets.shape.hidden);
+  ATTNRES_CUDA_CHECK(cudaMemcpy(out.data(), a.output, std::size_t(th) * sizeof(bf16_bits), cudaMemcpyDeviceToHost));
+  const Comparison c = compare_output(out, reference, 8e-2, 3e-2);
+  // Later timed launches keep updating prefix in place; restore it for the next check.
+  ATTNRES_CUDA_CHECK(cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
+  if (!c.within_tolerance())
+    return fmt::format("INCORRECT: max-abs {:.4g}; {}", c.max_abs_error, c.mismatch_summary());
+  return fmt::format("ok (max-abs {:.3g})", c.max_abs_error);
+}
+
+double time_kernel(InputSets& sets, int repeats, Events& events, const std::function<void(const AttnResArgs&)>& launch) {
+  for (int i = 0; i < 3; ++i) launch(sets.args(i % sets.count));
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    const AttnResArgs a = sets.args(i % sets.count);
+    ms.push_back(events.time_ms([&] { launch(a); }));
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+CommandOutput bench_command(const BenchArguments& args) {
+  CommandOutput out;
+  std::string why;
+  std::unique_ptr<Backend> backend = make_cuda_backend(why);
+  if (!backend) throw std::runtime_error("bench needs a CUDA device: " + why);
+  const DeviceDescription device = backend->device();
+  cudaDeviceProp props{};
+  ATTNRES_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
+  Events events;
+  const double copy = copy_bandwidth(events);
+  json results = json::array();
+  std::string table = fmt::format("Device {} ({}), H={}, delta and output norm on, no block write; copy bandwidth {:.2f} TB/s "
+                                  "(2 GiB device-to-device, read+written bytes).\n\n",
+                                  device.name, device_arch(device), args.hidden, copy / 1e12);
+  table += "| T | blocks | MB moved | native µs | native TB/s | native % copy | portable µs | portable TB/s | native / portable | cuBLAS fp64 ref ms (end to end) | check |\n";
+  table += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const int nb : args.blocks)
+    for (const std::int64_t tokens : args.tokens) {
+      AttnResShape shape;
+      shape.tokens = tokens;
+      shape.hidden = args.hidden;
+      shape.max_blocks = nb;
+      shape.num_blocks = nb;
+      shape.has_delta = true;
+      shape.has_output_norm = true;
+      InputSets sets = make_sets(shape, std::size_t(props.l2CacheSize));
+      const double bytes = double(tokens) * args.hidden * sizeof(bf16_bits) * (2 + nb + 2);
+      const AttnResArgs a0 = sets.args(0);
+      std::vector<bf16_bits> pristine(std::size_t(tokens * args.hidden));
+      ATTNRES_CUDA_CHECK(cudaMemcpy(pristine.data(), a0.prefix, pristine.size() * sizeof(bf16_bits), cudaMemcpyDeviceToHost));
+      const auto ref_start = std::chrono::steady_clock::now();
+      const std::vector<double> reference = cublas_reference(a0, nullptr);
+      const double ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ref_start).count();
+
+      DispatchRequest request;
+      request.shape = shape;
+      request.strides = a0.strides;
+      const DispatchDecision decision = dispatch(device, backend->native_images(), request);
+      const auto native = [](const AttnResArgs& a) { launch_native(a, true, nullptr); };
+      const auto portable = [](const AttnResArgs& a) { launch_portable(a, nullptr); };
+      json point = {{"tokens", tokens}, {"num_blocks", nb}, {"hidden", args.hidden}, {"bytes", bytes},
+                    {"copy_bandwidth", copy}, {"cublas_reference_ms", ref_ms}};
+      const std::string portable_check = check_kernel(sets, reference, pristine, portable);
+      const double portable_ms = time_kernel(sets, args.repeats, events, portable);
+      point["portable"] = {{"median_us", portable_ms * 1e3}, {"bytes_per_s", bytes / (portable_ms * 1e-3)}, {"check", portable_check}};
+      std::string native_cells = "n/a | n/a | n/a", ratio = "n/a", check = "portable " + portable_check;
+      if (decision.path == KernelPath::native && !decision.rejection) {
+        const std::string native_check = check_kernel(sets, reference, pristine, native);
+        const double native_ms = time_kernel(sets, args.repeats, events, native);
+        const double bw = bytes / (native_ms * 1e-3);
+        native_cells = fmt::format("{:.1f} | {:.2f} | {:.1f}%", native_ms * 1e3, bw / 1e12, 100.0 * bw / copy);
+        ratio = fmt::format("{:.2f}x", portable_ms / native_ms);
+        check = "native " + native_check + ", " + check;
+        point["native"] = {{"median_us", native_ms * 1e3}, {"bytes_per_s", bw}, {"fraction_of_copy", bw / copy}, {"check", native_check}};
+      } else {
+        point["native"] = {{"not_run", decision.reason}};
+      }
+      table += fmt::format("| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} | {} | {:.1f} | {} |\n", tokens, nb, bytes / 1e6,
+                           native_cells, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, ref_ms, check);
+      results.push_back(point);
+    }
+  out.text = table;
+  if (!args.markdown_path.empty()) std::ofstream(args.markdown_path) << table;
+  if (!args.json_path.empty())
+    std::ofstream(args.json_path) << json{{"schema", "attnres-check/bench"}, {"schema_version", 1}, {"device", device.name},
+                                          {"copy_bandwidth", copy}, {"repeats", args.repeats}, {"points", results}}
+                                         .dump(2)
+                                  << "\n";
+  return out;
+}
+
+}  // namespace attnres

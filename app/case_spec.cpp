@@ -1,0 +1,474 @@
+#include "app/case_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace attnres {
+
+using nlohmann::json;
+
+namespace {
+
+// Largest storage of any one tensor, in elements: far beyond any GPU, small enough that
+// byte counts and index arithmetic never overflow int64.
+constexpr std::int64_t kMaxTensorElements = std::int64_t(1) << 40;
+
+std::string escape_pointer_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
+const char* json_type_name(const json& value) {
+  if (value.is_number_integer()) return "an integer";
+  if (value.is_number()) return "a number";
+  return value.type_name();
+}
+
+// Reads one JSON object field by field; every key it was not asked for is an error.
+class ObjectReader {
+ public:
+  ObjectReader(const json& value, const std::string& file, std::string pointer)
+      : value_(value), file_(file), pointer_(std::move(pointer)) {
+    if (!value_.is_object()) fail_here(fmt::format("must be an object, got {}", json_type_name(value_)));
+  }
+
+  std::string path(const std::string& key) const { return pointer_ + "/" + escape_pointer_token(key); }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    throw CaseParseError(CaseLoadError{file_, path(key), message});
+  }
+  [[noreturn]] void fail_here(const std::string& message) const {
+    throw CaseParseError(CaseLoadError{file_, pointer_, message});
+  }
+
+  const json* find(const std::string& key) {
+    asked_.insert(key);
+    auto it = value_.find(key);
+    return it == value_.end() ? nullptr : &*it;
+  }
+  bool has(const std::string& key) { return find(key) != nullptr; }
+
+  std::int64_t integer(const std::string& key, std::optional<std::int64_t> fallback = std::nullopt) {
+    const json* field = find(key);
+    if (!field) return fallback ? *fallback : missing(key);
+    if (!field->is_number_integer()) fail(key, fmt::format("must be an integer, got {}", json_type_name(*field)));
+    if (field->is_number_unsigned() && field->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+      fail(key, "integer out of range");
+    return field->get<std::int64_t>();
+  }
+
+  std::uint64_t unsigned_integer(const std::string& key, std::uint64_t fallback) {
+    const json* field = find(key);
+    if (!field) return fallback;
+    if (!field->is_number_integer()) fail(key, fmt::format("must be an integer, got {}", json_type_name(*field)));
+    if (!field->is_number_unsigned()) fail(key, fmt::format("must be >= 0, got {}", field->get<std::int64_t>()));
+    return field->get<std::uint64_t>();
+  }
+
+  double number(const std::string& key, double fallback) {
+    const json* field = find(key);
+    if (!field) return fallback;
+    if (!field->is_number()) fail(key, fmt::format("must be a number, got {}", json_type_name(*field)));
+    return field->get<double>();
+  }
+
+  bool boolean(const std::string& key, bool fallback) {
+    const json* field = find(key);
+    if (!field) return fallback;
+    if (!field->is_boolean()) fail(key, fmt::format("must be true or false, got {}", json_type_name(*field)));
+    return field->get<bool>();
+  }
+
+  std::string string(const std::string& key, std::optional<std::string> fallback = std::nullopt) {
+    const json* field = find(key);
+    if (!field) {
+      if (fallback) return *fallback;
+      missing(key);
+    }
+    if (!field->is_string()) fail(key, fmt::format("must be a string, got {}", json_type_name(*field)));
+    return field->get<std::string>();
+  }
+
+  std::string choice(const std::string& key, const std::vector<std::string>& allowed, const std::string& fallback) {
+    const std::string got = string(key, fallback);
+    if (std::find(allowed.begin(), allowed.end(), got) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+      fail(key, fmt::format("must be one of {}, got \"{}\"", list, got));
+    }
+    return got;
+  }
+
+  // Call once every field was read.
+  void reject_unknown_keys() const {
+    for (auto it = value_.begin(); it != value_.end(); ++it)
+      if (!asked_.count(it.key())) fail(it.key(), "unknown key");
+  }
+
+ private:
+  [[noreturn]] std::int64_t missing(const std::string& key) const { fail(key, "required key is missing"); }
+
+  const json& value_;
+  const std::string& file_;
+  std::string pointer_;
+  std::set<std::string> asked_;
+};
+
+DistributionSpec parse_distribution(const json& value, const std::string& file,
+                                    const std::string& pointer, DistributionSpec fallback) {
+  ObjectReader dist(value, file, pointer);
+  const std::string kind = dist.choice("kind", {"normal", "uniform", "constant"}, "normal");
+  DistributionSpec spec = fallback;
+  if (kind == "normal") {
+    spec.kind = DistributionKind::normal;
+    spec.mean = dist.number("mean", 0.0);
+    spec.std = dist.number("std", 1.0);
+    spec.divide_by_sqrt_hidden = dist.boolean("divide_by_sqrt_hidden", false);
+    if (!(spec.std >= 0.0) || !std::isfinite(spec.std)) dist.fail("std", fmt::format("must be >= 0, got {}", spec.std));
+  } else if (kind == "uniform") {
+    spec.kind = DistributionKind::uniform;
+    spec.low = dist.number("low", -1.0);
+    spec.high = dist.number("high", 1.0);
+    if (!(spec.high >= spec.low)) dist.fail("high", fmt::format("must be >= low ({}), got {}", spec.low, spec.high));
+  } else {
+    spec.kind = DistributionKind::constant;
+    spec.value = dist.number("value", 0.0);
+  }
+  dist.reject_unknown_keys();
+  return spec;
+}
+
+std::int64_t checked_product(std::initializer_list<std::int64_t> factors, bool& overflow) {
+  std::int64_t product = 1;
+  for (std::int64_t f : factors)
+    if (__builtin_mul_overflow(product, f, &product) || product > kMaxTensorElements) overflow = true;
+  return product;
+}
+
+std::array<DistributionSpec, kInputTensorCount> default_distributions() {
+  std::array<DistributionSpec, kInputTensorCount> d{};
+  d[int(InputTensor::norm_weight)].mean = 1.0;
+  d[int(InputTensor::norm_weight)].std = 0.1;
+  d[int(InputTensor::output_norm_weight)].mean = 1.0;
+  d[int(InputTensor::output_norm_weight)].std = 0.1;
+  d[int(InputTensor::qk_weight)].divide_by_sqrt_hidden = true;
+  return d;
+}
+
+}  // namespace
+
+const char* to_string(InputTensor tensor) {
+  switch (tensor) {
+    case InputTensor::prefix: return "prefix";
+    case InputTensor::delta: return "delta";
+    case InputTensor::blocks: return "blocks";
+    case InputTensor::norm_weight: return "norm_weight";
+    case InputTensor::qk_weight: return "qk_weight";
+    case InputTensor::output_norm_weight: return "output_norm_weight";
+  }
+  return "?";
+}
+
+ResolvedDistribution resolve(const DistributionSpec& spec, int hidden) {
+  switch (spec.kind) {
+    case DistributionKind::normal:
+      return {spec.kind, spec.mean, spec.divide_by_sqrt_hidden ? spec.std / std::sqrt(double(hidden)) : spec.std};
+    case DistributionKind::uniform: return {spec.kind, spec.low, spec.high - spec.low};
+    case DistributionKind::constant: return {spec.kind, spec.value, 0.0};
+  }
+  return {};
+}
+
+std::string CaseLoadError::to_string() const {
+  if (pointer.empty()) return fmt::format("{}: {}", file, message);
+  return fmt::format("{}: {}: {}", file, pointer, message);
+}
+
+AttnResStrides CaseSpec::strides() const {
+  AttnResStrides s;
+  s.prefix = prefix_row_stride;
+  s.delta = delta_row_stride;
+  s.output = output_row_stride;
+  s.blocks_row = blocks_row_stride;
+  s.blocks_token = std::int64_t(shape.max_blocks) * blocks_row_stride;
+  return s;
+}
+
+std::string CaseSpec::location() const {
+  if (file.empty()) return "<built-in>";
+  return pointer.empty() ? file : file + "#" + pointer;
+}
+
+CaseSpec default_case(std::string name, std::int64_t tokens, int hidden, int max_blocks, int num_blocks) {
+  CaseSpec spec;
+  spec.name = std::move(name);
+  spec.shape.tokens = tokens;
+  spec.shape.hidden = hidden;
+  spec.shape.max_blocks = max_blocks;
+  spec.shape.num_blocks = num_blocks;
+  spec.shape.has_delta = true;
+  spec.shape.has_output_norm = true;
+  spec.shape.eps = float(spec.eps);
+  spec.shape.output_norm_eps = float(spec.output_norm_eps);
+  spec.prefix_row_stride = spec.delta_row_stride = spec.output_row_stride = spec.blocks_row_stride = hidden;
+  spec.distributions = default_distributions();
+  return spec;
+}
+
+CaseSpec parse_case(const json& value, const std::string& file, const std::string& pointer) {
+  ObjectReader r(value, file, pointer);
+  const std::int64_t version = r.integer("schema_version");
+  if (version != kCaseSchemaVersion)
+    r.fail("schema_version", fmt::format("unsupported schema_version {}, this tool reads {}", version, kCaseSchemaVersion));
+
+  CaseSpec spec;
+  spec.file = file;
+  spec.pointer = pointer;
+  spec.name = r.string("name");
+  if (spec.name.empty() || spec.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
+    r.fail("name", fmt::format("must be non-empty letters, digits, '.', '_' or '-', got \"{}\"", spec.name));
+  spec.description = r.string("description", "");
+
+  const std::int64_t tokens = r.integer("T");
+  if (tokens < 1 || tokens > (std::int64_t(1) << 31)) r.fail("T", fmt::format("must be in [1, 2^31], got {}", tokens));
+  const std::int64_t hidden = r.integer("H");
+  if (hidden < 8 || hidden > 65536 || hidden % 8 != 0)
+    r.fail("H", fmt::format("must be a multiple of 8 in [8, 65536], got {}", hidden));
+  const std::int64_t max_blocks = r.integer("max_blocks");
+  if (max_blocks < 0 || max_blocks > 64) r.fail("max_blocks", fmt::format("must be in [0, 64], got {}", max_blocks));
+  const std::int64_t num_blocks = r.integer("num_blocks");
+  if (num_blocks < 0 || num_blocks > max_blocks)
+    r.fail("num_blocks", fmt::format("must be in [0, max_blocks ({})], got {}", max_blocks, num_blocks));
+  const std::int64_t block_write_idx = r.integer("block_write_idx", -1);
+  if (block_write_idx < -1 || block_write_idx >= max_blocks)
+    r.fail("block_write_idx", fmt::format("must be -1 (no write) or in [0, max_blocks ({})), got {}", max_blocks, block_write_idx));
+
+  spec.shape.tokens = tokens;
+  spec.shape.hidden = int(hidden);
+  spec.shape.max_blocks = int(max_blocks);
+  spec.shape.num_blocks = int(num_blocks);
+  spec.shape.block_write_idx = int(block_write_idx);
+  spec.shape.has_delta = r.boolean("has_delta", true);
+  spec.shape.has_output_norm = r.boolean("has_output_norm", true);
+  spec.eps = r.number("eps", 1e-6);
+  if (!(spec.eps >= 0.0) || !std::isfinite(spec.eps)) r.fail("eps", fmt::format("must be finite and >= 0, got {}", spec.eps));
+  spec.output_norm_eps = r.number("output_norm_eps", 1e-6);
+  if (!(spec.output_norm_eps >= 0.0) || !std::isfinite(spec.output_norm_eps))
+    r.fail("output_norm_eps", fmt::format("must be finite and >= 0, got {}", spec.output_norm_eps));
+  spec.shape.eps = float(spec.eps);
+  spec.shape.output_norm_eps = float(spec.output_norm_eps);
+  r.choice("dtype", {"bf16"}, "bf16");
+  spec.seed = r.unsigned_integer("seed", 0);
+  const std::string kernel = r.choice("kernel", {"auto", "native", "portable"}, "auto");
+  spec.kernel = kernel == "native" ? KernelChoice::native : kernel == "portable" ? KernelChoice::portable : KernelChoice::automatic;
+  spec.layout_guard = r.boolean("layout_guard", true);
+
+  spec.prefix_row_stride = spec.delta_row_stride = spec.output_row_stride = spec.blocks_row_stride = hidden;
+  spec.distributions = default_distributions();
+  if (const json* tensors = r.find("tensors")) {
+    ObjectReader t(*tensors, file, r.path("tensors"));
+    struct Entry {
+      const char* key;
+      std::int64_t* row_stride;           // null: no rows to pad
+      std::optional<InputTensor> input;   // null: nothing to generate
+      bool present;
+      const char* absent_because;
+    };
+    const Entry entries[] = {
+        {"prefix", &spec.prefix_row_stride, InputTensor::prefix, true, ""},
+        {"delta", &spec.delta_row_stride, InputTensor::delta, spec.shape.has_delta, "has_delta is false"},
+        {"blocks", &spec.blocks_row_stride, InputTensor::blocks, true, ""},
+        {"output", &spec.output_row_stride, std::nullopt, true, ""},
+        {"norm_weight", nullptr, InputTensor::norm_weight, true, ""},
+        {"qk_weight", nullptr, InputTensor::qk_weight, true, ""},
+        {"output_norm_weight", nullptr, InputTensor::output_norm_weight, spec.shape.has_output_norm,
+         "has_output_norm is false"},
+    };
+    for (const Entry& entry : entries) {
+      const json* field = t.find(entry.key);
+      if (!field) continue;
+      if (!entry.present) t.fail(entry.key, fmt::format("given, but {}", entry.absent_because));
+      ObjectReader tensor(*field, file, t.path(entry.key));
+      if (entry.row_stride) {
+        const bool has_stride = tensor.has("row_stride"), has_padding = tensor.has("row_padding");
+        if (has_stride && has_padding) tensor.fail("row_padding", "give row_stride or row_padding, not both");
+        if (has_stride) {
+          const std::int64_t stride = tensor.integer("row_stride");
+          if (stride < hidden) tensor.fail("row_stride", fmt::format("must be >= hidden_size ({}), got {}", hidden, stride));
+          *entry.row_stride = stride;
+        }
+        if (has_padding) {
+          const std::int64_t padding = tensor.integer("row_padding");
+          if (padding < 0 || padding > (std::int64_t(1) << 20))
+            tensor.fail("row_padding", fmt::format("must be in [0, 2^20], got {}", padding));
+          *entry.row_stride = hidden + padding;
+        }
+      }
+      if (entry.input) {
+        if (const json* dist = tensor.find("dist"))
+          spec.distributions[int(*entry.input)] =
+              parse_distribution(*dist, file, tensor.path("dist"), spec.distributions[int(*entry.input)]);
+      }
+      tensor.reject_unknown_keys();
+    }
+    t.reject_unknown_keys();
+  }
+  bool overflow = false;
+  checked_product({tokens, spec.prefix_row_stride}, overflow);
+  checked_product({tokens, spec.delta_row_stride}, overflow);
+  checked_product({tokens, spec.output_row_stride}, overflow);
+  checked_product({tokens, std::max<std::int64_t>(max_blocks, 1), spec.blocks_row_stride}, overflow);
+  if (overflow)
+    r.fail("T", fmt::format("tensor sizes overflow: T ({}) x row strides exceeds 2^40 elements per tensor", tokens));
+
+  if (const json* tolerance = r.find("tolerance")) {
+    ObjectReader tol(*tolerance, file, r.path("tolerance"));
+    spec.atol = tol.number("atol", spec.atol);
+    spec.rtol = tol.number("rtol", spec.rtol);
+    if (!(spec.atol >= 0.0) || !std::isfinite(spec.atol)) tol.fail("atol", fmt::format("must be finite and >= 0, got {}", spec.atol));
+    if (!(spec.rtol >= 0.0) || !std::isfinite(spec.rtol)) tol.fail("rtol", fmt::format("must be finite and >= 0, got {}", spec.rtol));
+    tol.reject_unknown_keys();
+  }
+  if (const json* expect = r.find("expect")) {
+    ObjectReader e(*expect, file, r.path("expect"));
+    const std::string verdict = e.choice("verdict", {"pass", "reject"}, "pass");
+    spec.expect = verdict == "reject" ? Expectation::reject : Expectation::pass;
+    if (spec.expect == Expectation::reject) spec.expected_message = e.string("message", "");
+    else if (e.has("message")) e.fail("message", "only a \"reject\" expectation has a message");
+    e.reject_unknown_keys();
+  }
+  r.reject_unknown_keys();
+  return spec;
+}
+
+namespace {
+
+void load_file(const std::string& file, LoadedCases& out) {
+  std::ifstream stream(file, std::ios::binary);
+  if (!stream) {
+    out.errors.push_back({file, "", "cannot open file"});
+    return;
+  }
+  json document;
+  try {
+    document = json::parse(stream);
+  } catch (const json::parse_error& e) {
+    out.errors.push_back({file, "", fmt::format("not valid JSON (byte {}): {}", e.byte, e.what())});
+    return;
+  }
+  auto parse_one = [&](const json& value, const std::string& pointer) {
+    try {
+      out.cases.push_back(parse_case(value, file, pointer));
+    } catch (const CaseParseError& e) {
+      out.errors.push_back(e.error());
+    }
+  };
+  if (document.is_array()) {
+    if (document.empty()) out.errors.push_back({file, "", "holds an empty list of cases"});
+    for (std::size_t i = 0; i < document.size(); ++i) parse_one(document[i], "/" + std::to_string(i));
+  } else {
+    parse_one(document, "");
+  }
+}
+
+}  // namespace
+
+LoadedCases load_cases(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  LoadedCases out;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      std::vector<std::string> files;
+      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->is_regular_file() && it->path().extension() == ".json") files.push_back(it->path().string());
+      if (ec) out.errors.push_back({path, "", "cannot read directory: " + ec.message()});
+      std::sort(files.begin(), files.end());
+      if (files.empty() && !ec) out.errors.push_back({path, "", "directory holds no .json case files"});
+      for (const auto& file : files) load_file(file, out);
+    } else if (fs::exists(path, ec)) {
+      load_file(path, out);
+    } else {
+      out.errors.push_back({path, "", "no such file or directory"});
+    }
+  }
+  // Names identify cases in reports, filters and repro bundles.
+  std::vector<CaseSpec> unique;
+  for (auto& spec : out.cases) {
+    auto twin = std::find_if(unique.begin(), unique.end(), [&](const CaseSpec& u) { return u.name == spec.name; });
+    if (twin != unique.end())
+      out.errors.push_back({spec.file, spec.pointer + "/name",
+                            fmt::format("duplicate case name \"{}\" (also at {})", spec.name, twin->location())});
+    else
+      unique.push_back(std::move(spec));
+  }
+  out.cases = std::move(unique);
+  return out;
+}
+
+namespace {
+
+json distribution_to_json(const DistributionSpec& d) {
+  switch (d.kind) {
+    case DistributionKind::normal:
+      return {{"kind", "normal"}, {"mean", d.mean}, {"std", d.std}, {"divide_by_sqrt_hidden", d.divide_by_sqrt_hidden}};
+    case DistributionKind::uniform: return {{"kind", "uniform"}, {"low", d.low}, {"high", d.high}};
+    case DistributionKind::constant: return {{"kind", "constant"}, {"value", d.value}};
+  }
+  return {};
+}
+
+}  // namespace
+
+json case_to_json(const CaseSpec& spec) {
+  json tensors;
+  tensors["prefix"] = {{"row_stride", spec.prefix_row_stride},
+                       {"dist", distribution_to_json(spec.distributions[int(InputTensor::prefix)])}};
+  if (spec.shape.has_delta)
+    tensors["delta"] = {{"row_stride", spec.delta_row_stride},
+                        {"dist", distribution_to_json(spec.distributions[int(InputTensor::delta)])}};
+  tensors["blocks"] = {{"row_stride", spec.blocks_row_stride},
+                       {"dist", distribution_to_json(spec.distributions[int(InputTensor::blocks)])}};
+  tensors["output"] = {{"row_stride", spec.output_row_stride}};
+  tensors["norm_weight"] = {{"dist", distribution_to_json(spec.distributions[int(InputTensor::norm_weight)])}};
+  tensors["qk_weight"] = {{"dist", distribution_to_json(spec.distributions[int(InputTensor::qk_weight)])}};
+  if (spec.shape.has_output_norm)
+    tensors["output_norm_weight"] = {
+        {"dist", distribution_to_json(spec.distributions[int(InputTensor::output_norm_weight)])}};
+  json expect = {{"verdict", spec.expect == Expectation::reject ? "reject" : "pass"}};
+  if (spec.expect == Expectation::reject && !spec.expected_message.empty()) expect["message"] = spec.expected_message;
+  return json{{"schema_version", kCaseSchemaVersion},
+              {"name", spec.name},
+              {"description", spec.description},
+              {"T", spec.shape.tokens},
+              {"H", spec.shape.hidden},
+              {"max_blocks", spec.shape.max_blocks},
+              {"num_blocks", spec.shape.num_blocks},
+              {"block_write_idx", spec.shape.block_write_idx},
+              {"has_delta", spec.shape.has_delta},
+              {"has_output_norm", spec.shape.has_output_norm},
+              {"eps", spec.eps},
+              {"output_norm_eps", spec.output_norm_eps},
+              {"dtype", "bf16"},
+              {"seed", spec.seed},
+              {"kernel", to_string(spec.kernel)},
+              {"layout_guard", spec.layout_guard},
+              {"tensors", tensors},
+              {"tolerance", {{"atol", spec.atol}, {"rtol", spec.rtol}}},
+              {"expect", expect}};
+}
+
+}  // namespace attnres

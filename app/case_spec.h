@@ -1,0 +1,100 @@
+// Case files: the schema (docs/cases.md), loading with errors that name file and JSON path,
+// and the writer used by repro bundles and the shrinker.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/dispatch.h"
+#include "kernels/philox.h"
+#include "kernels/problem.h"
+
+namespace attnres {
+
+constexpr int kCaseSchemaVersion = 1;
+
+// The generated inputs, in the order their checksums are reported.
+enum class InputTensor { prefix = 0, delta, blocks, norm_weight, qk_weight, output_norm_weight };
+constexpr int kInputTensorCount = 6;
+const char* to_string(InputTensor tensor);
+
+struct DistributionSpec {
+  DistributionKind kind = DistributionKind::normal;
+  double mean = 0.0;
+  double std = 1.0;
+  bool divide_by_sqrt_hidden = false;
+  double low = -1.0;
+  double high = 1.0;
+  double value = 0.0;
+};
+
+ResolvedDistribution resolve(const DistributionSpec& spec, int hidden);
+
+enum class Expectation { pass, reject };
+
+struct CaseSpec {
+  std::string file;     // where it was read from ("" when built in code)
+  std::string pointer;  // JSON pointer of the case inside the file ("" or "/3")
+  std::string name;
+  std::string description;
+  AttnResShape shape;
+  double eps = 1e-6;
+  double output_norm_eps = 1e-6;
+  std::uint64_t seed = 0;
+  // Row strides in elements; blocks' token stride is max_blocks * blocks_row_stride.
+  std::int64_t prefix_row_stride = 0;
+  std::int64_t delta_row_stride = 0;
+  std::int64_t output_row_stride = 0;
+  std::int64_t blocks_row_stride = 0;
+  std::array<DistributionSpec, kInputTensorCount> distributions;
+  double atol = 8e-2;
+  double rtol = 3e-2;
+  Expectation expect = Expectation::pass;
+  std::string expected_message;  // with expect == reject; empty: any rejection message
+  KernelChoice kernel = KernelChoice::automatic;
+  bool layout_guard = true;
+
+  AttnResStrides strides() const;
+  // "cases/x.json" or "cases/x.json#/3": where to find it.
+  std::string location() const;
+};
+
+// A case with every default filled in (the defaults of the schema), for code-built cases.
+CaseSpec default_case(std::string name, std::int64_t tokens, int hidden, int max_blocks, int num_blocks);
+
+// A bad case file or case: "file: /json/pointer: what is wrong".
+struct CaseLoadError {
+  std::string file;
+  std::string pointer;
+  std::string message;
+  std::string to_string() const;
+};
+
+struct LoadedCases {
+  std::vector<CaseSpec> cases;
+  std::vector<CaseLoadError> errors;
+};
+
+// Files and directories (read recursively, *.json in name order). A bad case is an error of
+// its own; the other cases of the same file are still returned.
+LoadedCases load_cases(const std::vector<std::string>& paths);
+
+// One case from parsed JSON; throws CaseParseError.
+CaseSpec parse_case(const nlohmann::json& value, const std::string& file, const std::string& pointer);
+
+class CaseParseError : public std::runtime_error {
+ public:
+  CaseParseError(CaseLoadError error) : std::runtime_error(error.to_string()), error_(std::move(error)) {}
+  const CaseLoadError& error() const { return error_; }
+
+ private:
+  CaseLoadError error_;
+};
+
+// The case as schema JSON: parse_case(case_to_json(c)) gives c back.
+nlohmann::json case_to_json(const CaseSpec& spec);
+
+}  // namespace attnres

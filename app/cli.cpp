@@ -1,0 +1,106 @@
+#include "app/cli.h"
+
+#include <algorithm>
+
+#include <CLI/CLI.hpp>
+
+namespace attnres {
+
+namespace {
+
+void add_backend_options(CLI::App* command, BackendOptions& options) {
+  command->add_option("--backend", options.backend,
+                      "auto: the CUDA device if there is one; cuda; cpu: the CPU stand-ins of both kernels")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  command->add_option("--device-model", options.device_model,
+                      "with --backend cpu: the device the dispatcher is told about (sm_90, sm_100, sm_86, none)")
+      ->capture_default_str();
+  command->add_option("--native-images", options.native_images,
+                      "with --backend cpu: native images the modelled build holds (e.g. sm_90a or none)");
+}
+
+}  // namespace
+
+Invocation parse(const std::vector<std::string>& args) {
+  Invocation inv;
+  for (const auto& a : args) inv.command_line += (inv.command_line.empty() ? "" : " ") + a;
+  CLI::App app{"attnres-check: verifies the Kimi K3 AttnRes kernel and turns failures into repros", "attnres-check"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", ATTNRES_VERSION);
+
+  CLI::App* run = app.add_subcommand("run", "run cases and judge every result against the float64 reference");
+  run->add_option("cases", inv.run.paths, "case files or directories (read recursively)")->required();
+  run->add_option("--json", inv.run.json_path, "write the versioned JSON report here");
+  run->add_option("--junit", inv.run.junit_path, "write JUnit XML here");
+  run->add_option("--filter", inv.run.filters, "run only cases whose name matches this glob (repeatable)");
+  run->add_option("--shard", inv.run.shard, "run shard k of n (1-based), e.g. 2/4");
+  run->add_flag("--no-layout-guard", inv.run.no_layout_guard,
+                "run the native kernel without its stride guard, to show the bug the guard prevents");
+  run->add_flag("--allow-not-run", inv.run.allow_not_run, "cases nothing here can run do not fail the exit code");
+  run->add_option("--inputs", inv.run.inputs, "replay tensors from this safetensors file (one case)");
+  run->add_option("--interesting", inv.run.interesting,
+                  "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
+  add_backend_options(run, inv.backend);
+
+  CLI::App* info = app.add_subcommand("info", "the device, the native images in the build, and each case's path");
+  info->add_option("cases", inv.info_paths, "case files or directories");
+  add_backend_options(info, inv.backend);
+
+  CLI::App* bench = app.add_subcommand("bench", "time native and portable kernels against a measured copy bandwidth");
+  bench->add_option("--tokens", inv.bench.tokens, "token counts to sweep")->capture_default_str();
+  bench->add_option("--blocks", inv.bench.blocks, "num_blocks values to sweep")->capture_default_str();
+  bench->add_option("--hidden", inv.bench.hidden, "hidden size")->capture_default_str();
+  bench->add_option("--repeats", inv.bench.repeats, "timed launches per point (median reported)")
+      ->check(CLI::Range(3, 100000))
+      ->capture_default_str();
+  bench->add_option("--markdown", inv.bench.markdown_path, "also write the table as markdown here");
+  bench->add_option("--json", inv.bench.json_path, "also write the results as JSON here");
+
+  CLI::App* repro = app.add_subcommand("repro", "write a bug-report bundle for a case");
+  repro->add_option("case", inv.repro.case_path, "case file")->required();
+  repro->add_option("--case", inv.repro.case_name, "which case of the file (by name)");
+  repro->add_option("--out", inv.repro.out_dir, "bundle directory (default repro-<case name>)");
+  repro->add_flag("--no-layout-guard", inv.repro.no_layout_guard, "run without the native kernel's stride guard");
+  add_backend_options(repro, inv.backend);
+
+  CLI::App* shrink = app.add_subcommand("shrink", "reduce a case while its disposition stays the same");
+  shrink->add_option("case", inv.shrink.case_path, "case file")->required();
+  shrink->add_option("--case", inv.shrink.case_name, "which case of the file (by name)");
+  shrink->add_option("--out", inv.shrink.out_path, "where to write the smallest case (default <name>.shrunk.json)");
+  shrink->add_option("--verdict", inv.shrink.verdict, "disposition to keep (default: the original case's)");
+  shrink->add_flag("--no-layout-guard", inv.shrink.no_layout_guard, "run without the native kernel's stride guard");
+  add_backend_options(shrink, inv.backend);
+
+  // CLI11 takes the words last-first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    inv.help = app.help();
+    for (CLI::App* sub : {run, info, bench, repro, shrink})
+      if (sub->parsed()) inv.help = sub->help();
+    return inv;
+  } catch (const CLI::CallForVersion&) {
+    inv.help = std::string("attnres-check ") + ATTNRES_VERSION + "\n";
+    return inv;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(std::string(e.what()) + " (see --help)");
+  }
+  if (run->parsed()) inv.command = Command::run;
+  if (info->parsed()) inv.command = Command::info;
+  if (bench->parsed()) inv.command = Command::bench;
+  if (repro->parsed()) inv.command = Command::repro;
+  if (shrink->parsed()) inv.command = Command::shrink;
+  if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back("cases");
+  if (inv.command == Command::bench) {
+    for (auto t : inv.bench.tokens)
+      if (t < 1) throw UsageError("--tokens: every value must be >= 1");
+    for (int b : inv.bench.blocks)
+      if (b < 0 || b > 64) throw UsageError("--blocks: every value must be in [0, 64]");
+    if (inv.bench.hidden < 8 || inv.bench.hidden % 8) throw UsageError("--hidden: must be a multiple of 8");
+  }
+  return inv;
+}
+
+}  // namespace attnres

@@ -1,0 +1,77 @@
+// Command-line parsing, separate from running so it can be tested: parse() turns argv words
+// into an Invocation or throws UsageError.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attnres {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Command { run, info, bench, repro, shrink };
+
+struct BackendOptions {
+  std::string backend = "auto";      // auto | cuda | cpu
+  std::string device_model = "sm_90";  // what the cpu backend tells the dispatcher
+  std::optional<std::string> native_images;  // cpu backend: override the build's list ("none", "sm_90a,sm_100a")
+};
+
+struct RunArguments {
+  std::vector<std::string> paths;
+  std::string json_path;
+  std::string junit_path;
+  std::vector<std::string> filters;
+  std::string shard;  // "k/n", 1-based
+  bool no_layout_guard = false;
+  bool allow_not_run = false;
+  std::string inputs;  // replay tensors from this safetensors file
+  std::string interesting;  // exit 0 iff every case ends with this disposition
+};
+
+struct BenchArguments {
+  std::vector<std::int64_t> tokens{1, 64, 320, 4096, 16384};
+  std::vector<int> blocks{1, 4, 8};
+  int hidden = 7168;
+  int repeats = 50;
+  std::string markdown_path;
+  std::string json_path;
+};
+
+struct ReproArguments {
+  std::string case_path;
+  std::string case_name;  // which case of the file; default: the only one
+  std::string out_dir;
+  bool no_layout_guard = false;
+};
+
+struct ShrinkArguments {
+  std::string case_path;
+  std::string case_name;
+  std::string out_path;
+  std::string verdict;  // keep this disposition; default: the original case's
+  bool no_layout_guard = false;
+};
+
+struct Invocation {
+  Command command = Command::run;
+  BackendOptions backend;
+  RunArguments run;
+  std::vector<std::string> info_paths;
+  BenchArguments bench;
+  ReproArguments repro;
+  ShrinkArguments shrink;
+  bool color = false;       // set by main from the terminal and NO_COLOR
+  std::string help;         // non-empty: print this and exit 0
+  std::string command_line;
+};
+
+// `args` excludes the program name.
+Invocation parse(const std::vector<std::string>& args);
+
+}  // namespace attnres

@@ -1,0 +1,199 @@
+#include "app/commands.h"
+
+#include <fnmatch.h>
+
+#include <fstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "app/bench.h"
+#include "app/case_spec.h"
+#include "app/repro.h"
+#include "app/report.h"
+#include "app/runner.h"
+#include "app/safetensors.h"
+#include "kernels/launch.h"
+
+namespace attnres {
+
+namespace {
+
+NativeImages parse_native_images(const std::string& list) {
+  NativeImages images;
+  if (list == "none") return images;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    const std::string image = list.substr(start, end - start);
+    if (image == "sm_90a") images.sm90a = true;
+    else if (image == "sm_100a") images.sm100a = true;
+    else throw UsageError(fmt::format("--native-images: unknown image \"{}\" (known: sm_90a, sm_100a, none)", image));
+    start = end + 1;
+  }
+  return images;
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write file", path));
+}
+
+std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
+  if (!args.filters.empty()) {
+    std::vector<CaseSpec> kept;
+    for (auto& c : cases)
+      for (const auto& pattern : args.filters)
+        if (fnmatch(pattern.c_str(), c.name.c_str(), 0) == 0) {
+          kept.push_back(std::move(c));
+          break;
+        }
+    cases = std::move(kept);
+  }
+  if (!args.shard.empty()) {
+    int k = 0, n = 0;
+    char slash = 0, extra = 0;
+    if (std::sscanf(args.shard.c_str(), "%d%c%d%c", &k, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || k < 1 || k > n)
+      throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
+    std::vector<CaseSpec> kept;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      if (int(i % std::size_t(n)) == k - 1) kept.push_back(std::move(cases[i]));
+    cases = std::move(kept);
+  }
+  return cases;
+}
+
+std::optional<Disposition> parse_disposition(const std::string& name) {
+  for (int d = 0; d < 8; ++d)
+    if (name == to_string(Disposition(d))) return Disposition(d);
+  return std::nullopt;
+}
+
+RunContext context_of(const Backend& backend, const std::string& command_line) {
+  const DeviceDescription device = backend.device();
+  return RunContext{backend.name(), device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none",
+                    compiled_native_images(), command_line};
+}
+
+CommandOutput run_command(const Invocation& inv, const Progress& progress) {
+  CommandOutput out;
+  std::optional<Disposition> interesting;
+  if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
+    throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
+  LoadedCases loaded = load_cases(inv.run.paths);
+  std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), inv.run);
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  RunOptions options;
+  options.disable_layout_guard = inv.run.no_layout_guard;
+
+  std::vector<CaseResult> results;
+  if (!inv.run.inputs.empty()) {
+    if (cases.size() != 1)
+      throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
+    CaseTensors replay = read_inputs_safetensors(inv.run.inputs, cases[0]);
+    if (progress) progress(0, 1, cases[0].name);
+    results.push_back(run_case(cases[0], *backend, options, &replay));
+  } else {
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (progress) progress(int(i), int(cases.size()), cases[i].name);
+      results.push_back(run_case(cases[i], *backend, options));
+    }
+  }
+  const RunContext context = context_of(*backend, inv.command_line);
+  out.text = format_table(results, loaded.errors, context, inv.color);
+  if (!inv.run.json_path.empty()) write_file(inv.run.json_path, report_json(results, loaded.errors, context).dump(2) + "\n");
+  if (!inv.run.junit_path.empty()) write_file(inv.run.junit_path, junit_xml(results, loaded.errors));
+
+  const RunSummary summary = summarize(results, loaded.errors);
+  if (!loaded.errors.empty()) {
+    out.exit_code = kExitBadInput;
+  } else if (interesting) {
+    bool all = !results.empty();
+    for (const auto& r : results) all = all && r.disposition == *interesting;
+    out.exit_code = all ? kExitOk : kExitUnmet;
+  } else {
+    const int not_run = summary.by_disposition[int(Disposition::not_run)];
+    const int unmet = summary.total - summary.met - (inv.run.allow_not_run ? not_run : 0);
+    out.exit_code = unmet == 0 ? kExitOk : kExitUnmet;
+  }
+  if (cases.empty() && loaded.errors.empty()) {
+    out.notes += "no case selected\n";
+    out.exit_code = kExitUnmet;
+  }
+  return out;
+}
+
+CommandOutput info_command(const Invocation& inv) {
+  CommandOutput out;
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  const DeviceDescription device = backend->device();
+  const NativeImages images = backend->native_images();
+  out.text += fmt::format("attnres-check {}\n", ATTNRES_VERSION);
+  out.text += fmt::format("backend: {}\n", backend->name());
+  out.text += fmt::format("device: {}\n", device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none");
+  out.text += fmt::format("native images in this build: {}\n", fmt::join(compiled_native_images(), ", "));
+  if (backend->name() == "cuda") {
+    const NativeImageQuery query = query_native_image();
+    out.text += fmt::format("native image loadable on this device: {} ({})\n", query.loadable ? "yes" : "no", query.detail);
+  }
+  out.text += fmt::format("dispatcher sees: sm_90a image {}, sm_100a image {}\n", images.sm90a ? "yes" : "no",
+                          images.sm100a ? "yes" : "no");
+  LoadedCases loaded = load_cases(inv.info_paths);
+  out.text += fmt::format("{} cases:\n", loaded.cases.size());
+  for (const CaseSpec& spec : loaded.cases) {
+    DispatchRequest request;
+    request.shape = spec.shape;
+    request.strides = spec.strides();
+    request.choice = spec.kernel;
+    request.layout_guard = spec.layout_guard;
+    const DispatchDecision d = dispatch(device, images, request);
+    const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
+    out.text += fmt::format("  {:<44} {:<9} {}\n", spec.name, path, d.reason);
+  }
+  for (const CaseLoadError& e : loaded.errors) out.text += fmt::format("  bad case: {}\n", e.to_string());
+  out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note) {
+  if (options.backend == "cpu") {
+    const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
+    if (!model) throw UsageError(fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
+    const NativeImages images = options.native_images ? parse_native_images(*options.native_images) : native_images_from_build();
+    return make_cpu_backend(*model, images);
+  }
+  if (options.native_images) throw UsageError("--native-images applies to --backend cpu only");
+  std::string why;
+  std::unique_ptr<Backend> cuda = make_cuda_backend(why);
+  if (cuda) return cuda;
+  if (options.backend == "cuda") throw std::runtime_error("--backend cuda: " + why);
+  note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);
+  return make_cpu_backend(DeviceDescription{}, NativeImages{});
+}
+
+CaseSpec load_single_case(const std::string& path, const std::string& name) {
+  LoadedCases loaded = load_cases({path});
+  if (!loaded.errors.empty()) throw CaseParseError(loaded.errors.front());
+  std::vector<CaseSpec> matches;
+  for (auto& c : loaded.cases)
+    if (name.empty() || c.name == name) matches.push_back(std::move(c));
+  if (matches.empty()) throw UsageError(fmt::format("{}: no case named \"{}\"", path, name));
+  if (matches.size() > 1) throw UsageError(fmt::format("{}: holds {} cases; choose one with --case NAME", path, matches.size()));
+  return std::move(matches.front());
+}
+
+CommandOutput execute(const Invocation& inv, const Progress& progress) {
+  switch (inv.command) {
+    case Command::run: return run_command(inv, progress);
+    case Command::info: return info_command(inv);
+    case Command::bench: return bench_command(inv.bench);
+    case Command::repro: return repro_command(inv);
+    case Command::shrink: return shrink_command(inv);
+  }
+  return {};
+}
+
+}  // namespace attnres

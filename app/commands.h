@@ -1,0 +1,35 @@
+// The subcommands. Each returns its text and exit code; only main writes to the terminal.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "app/backend.h"
+#include "app/cli.h"
+
+namespace attnres {
+
+// Exit codes: every case met its expectation / some did not / bad input or usage.
+constexpr int kExitOk = 0;
+constexpr int kExitUnmet = 1;
+constexpr int kExitBadInput = 2;
+
+struct CommandOutput {
+  std::string text;    // stdout
+  std::string notes;   // stderr (hints, warnings)
+  int exit_code = kExitOk;
+};
+
+// Called before each case with (index, total, name), for a progress line.
+using Progress = std::function<void(int, int, const std::string&)>;
+
+CommandOutput execute(const Invocation& invocation, const Progress& progress);
+
+// The backend the options ask for; `note` explains a fallback. Throws UsageError.
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note);
+
+// Loads exactly one case (optionally chosen by name) from a file; throws UsageError or a
+// CaseParseError-derived message.
+CaseSpec load_single_case(const std::string& path, const std::string& name);
+
+}  // namespace attnres

@@ -1,0 +1,76 @@
+// Host copies of a case's tensors: generated values, canaries in row padding and in guard
+// regions around every allocation, a poisoned output; and the checks run after a kernel.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app/case_spec.h"
+#include "kernels/problem.h"
+
+namespace attnres {
+
+// Elements of canary before and after every allocation: 256 bytes keeps each tensor's data
+// as aligned as the allocation itself.
+constexpr std::int64_t kGuardElements = 128;
+
+struct HostTensor {
+  std::string name;
+  std::int64_t rows = 0;        // blocks: T * max_blocks rows, row t*max_blocks+b
+  std::int64_t columns = 0;     // logical elements per row (H)
+  std::int64_t row_stride = 0;  // elements between rows, >= columns
+  std::vector<bf16_bits> storage;  // guard, rows * row_stride, guard
+
+  bool empty() const { return rows == 0; }
+  std::int64_t span() const { return rows * row_stride; }
+  bf16_bits* data() { return storage.data() + kGuardElements; }
+  const bf16_bits* data() const { return storage.data() + kGuardElements; }
+  bf16_bits& at(std::int64_t row, std::int64_t col) { return data()[row * row_stride + col]; }
+  bf16_bits at(std::int64_t row, std::int64_t col) const { return data()[row * row_stride + col]; }
+};
+
+// All allocations every filled with canaries; `fill` sets the logical elements.
+HostTensor make_tensor(std::string name, std::int64_t rows, std::int64_t columns, std::int64_t row_stride);
+
+struct CaseTensors {
+  HostTensor prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output;
+  AttnResShape shape;
+
+  std::vector<HostTensor*> all();
+  std::vector<const HostTensor*> all() const;
+  // Shape and strides with null pointers: the layout any copy of these tensors shares.
+  AttnResArgs layout() const;
+  // Host pointers and strides, ready for the CPU reference and CPU kernels.
+  AttnResArgs args();
+};
+
+// Generated inputs (seeded, deterministic), canaries, and an output full of poison.
+CaseTensors make_case_tensors(const CaseSpec& spec);
+
+// FNV-1a 64 over the logical elements' bf16 bits, row by row: independent of padding.
+std::string checksum(const HostTensor& tensor);
+
+// What prefix and blocks must hold after a correct run, padding and guards untouched; the
+// other inputs must equal their originals, the output's padding and guards likewise.
+CaseTensors expected_after_run(const CaseTensors& before);
+
+struct Violation {
+  std::string tensor;
+  std::string kind;  // e.g. "padding canary overwritten"
+  std::int64_t row = -1, col = -1;  // first offending element (row -1: a guard region, col = offset)
+  std::int64_t count = 0;
+  std::string to_string() const;
+};
+
+struct ExactnessReport {
+  std::int64_t prefix_mismatches = 0;
+  std::int64_t blocks_mismatches = 0;
+  std::string first_prefix_mismatch;  // "row r col c: got 0x..., expected 0x..."
+  std::string first_blocks_mismatch;
+  std::int64_t output_unwritten = 0;
+  std::vector<Violation> violations;  // memory safety: canaries, guards, changed inputs, unwritten output
+};
+
+ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& expected);
+
+}  // namespace attnres

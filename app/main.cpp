@@ -1,0 +1,58 @@
+// attnres-check entry point: the only place that writes to the terminal.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "app/case_spec.h"
+#include "app/cli.h"
+#include "app/commands.h"
+
+namespace {
+
+void print_notes(const std::string& notes) {
+  std::size_t start = 0;
+  while (start < notes.size()) {
+    const std::size_t end = notes.find('\n', start);
+    std::fprintf(stderr, "attnres-check: %s\n", notes.substr(start, end - start).c_str());
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace attnres;
+  try {
+    Invocation invocation = parse(std::vector<std::string>(argv + 1, argv + argc));
+    if (!invocation.help.empty()) {
+      std::fputs(invocation.help.c_str(), stdout);
+      return kExitOk;
+    }
+    invocation.color = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+    const bool live_progress = isatty(STDERR_FILENO);
+    Progress progress;
+    if (live_progress)
+      progress = [](int index, int total, const std::string& name) {
+        std::fprintf(stderr, "\r\033[K[%d/%d] %s", index + 1, total, name.c_str());
+        std::fflush(stderr);
+      };
+    const CommandOutput output = execute(invocation, progress);
+    if (live_progress) std::fputs("\r\033[K", stderr);
+    print_notes(output.notes);
+    std::fputs(output.text.c_str(), stdout);
+    return output.exit_code;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "attnres-check: %s\n", e.what());
+    return kExitBadInput;
+  } catch (const CaseParseError& e) {
+    std::fprintf(stderr, "attnres-check: %s\n", e.what());
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attnres-check: %s\n", e.what());
+    return kExitUnmet;
+  }
+}

@@ -1,0 +1,223 @@
+#include "app/report.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace attnres {
+
+using nlohmann::json;
+
+RunSummary summarize(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
+  RunSummary summary;
+  summary.total = int(results.size());
+  summary.load_errors = int(load_errors.size());
+  for (const CaseResult& r : results) {
+    ++summary.by_disposition[int(r.disposition)];
+    if (meets_expectation(r.disposition)) ++summary.met;
+  }
+  return summary;
+}
+
+namespace {
+
+const char* color_of(Disposition d) {
+  switch (d) {
+    case Disposition::passed:
+    case Disposition::rejected_as_expected: return "\033[32m";
+    case Disposition::not_run: return "\033[33m";
+    default: return "\033[31m";
+  }
+}
+
+std::string summary_line(const RunSummary& summary) {
+  std::string parts;
+  for (int d = 0; d < 8; ++d)
+    if (summary.by_disposition[d]) parts += fmt::format(", {} {}", summary.by_disposition[d], to_string(Disposition(d)));
+  if (summary.load_errors) parts += fmt::format(", {} bad case file entries", summary.load_errors);
+  return fmt::format("{} cases{}: {}", summary.total, parts,
+                     summary.all_met() ? "every case met its expectation"
+                                       : fmt::format("{} did not meet its expectation", summary.total - summary.met + summary.load_errors));
+}
+
+}  // namespace
+
+std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                         const RunContext& context, bool color) {
+  const char* dim = color ? "\033[2m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  std::string out = fmt::format("backend {}, device {}, native images in build: {}\n", context.backend, context.device,
+                                fmt::join(context.native_images, ", "));
+  out += fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "path", "max-abs", "mismatched");
+  for (const CaseResult& r : results) {
+    std::string max_abs = "-", mismatched = "-";
+    if (r.comparison) {
+      max_abs = fmt::format("{:.4g}", r.comparison->max_abs_error);
+      mismatched = fmt::format("{}/{}", r.comparison->mismatched, r.comparison->total);
+    }
+    const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
+    out += fmt::format("{}{}{} {:<44} {:<9} {:>10} {:>14}\n", color ? color_of(r.disposition) : "", verdict, reset,
+                       r.name, to_string(r.path), max_abs, mismatched);
+    out += fmt::format("  {}why: {}{}\n", dim, r.dispatch_reason.empty() ? r.detail : r.dispatch_reason, reset);
+    if (!meets_expectation(r.disposition) || r.disposition == Disposition::rejected_as_expected)
+      out += fmt::format("  {}\n", r.detail);
+  }
+  for (const CaseLoadError& e : load_errors)
+    out += fmt::format("{}{:<21}{} {}\n", color ? "\033[31m" : "", "bad-case", reset, e.to_string());
+  out += summary_line(summarize(results, load_errors)) + "\n";
+  return out;
+}
+
+json result_json(const CaseResult& r) {
+  json j = {{"name", r.name},
+            {"location", r.location},
+            {"disposition", to_string(r.disposition)},
+            {"meets_expectation", meets_expectation(r.disposition)},
+            {"detail", r.detail},
+            {"backend", r.backend},
+            {"device", r.device},
+            {"path", to_string(r.path)},
+            {"dispatch_reason", r.dispatch_reason},
+            {"layout_guard", r.layout_guard},
+            {"seconds", r.seconds}};
+  j["rejection"] = r.rejection ? json(*r.rejection) : json(nullptr);
+  if (r.comparison) {
+    const Comparison& c = *r.comparison;
+    j["comparison"] = {{"reference", c.reference},
+                       {"atol", c.atol},
+                       {"rtol", c.rtol},
+                       {"max_abs_error", c.max_abs_error},
+                       {"max_rel_error", c.max_rel_error},
+                       {"worst_index", {c.worst_token, c.worst_column}},
+                       {"worst_value", c.worst_value},
+                       {"worst_reference", c.worst_reference},
+                       {"mismatched", c.mismatched},
+                       {"total", c.total},
+                       {"mismatch_summary", c.mismatch_summary()},
+                       {"nan_count", c.nan_count},
+                       {"inf_count", c.inf_count},
+                       {"prefix_exact", c.prefix_mismatches == 0},
+                       {"prefix_mismatches", c.prefix_mismatches},
+                       {"blocks_exact", c.blocks_mismatches == 0},
+                       {"blocks_mismatches", c.blocks_mismatches}};
+  } else {
+    j["comparison"] = nullptr;
+  }
+  j["violations"] = json::array();
+  for (const Violation& v : r.violations)
+    j["violations"].push_back({{"tensor", v.tensor}, {"kind", v.kind}, {"row", v.row}, {"col", v.col}, {"count", v.count}});
+  j["input_checksums"] = json::object();
+  for (const auto& [name, sum] : r.input_checksums) j["input_checksums"][name] = sum;
+  return j;
+}
+
+json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                 const RunContext& context) {
+  const RunSummary summary = summarize(results, load_errors);
+  json by_disposition = json::object();
+  for (int d = 0; d < 8; ++d) by_disposition[to_string(Disposition(d))] = summary.by_disposition[d];
+  json j = {{"schema", "attnres-check/report"},
+            {"schema_version", kReportSchemaVersion},
+            {"tool_version", ATTNRES_VERSION},
+            {"command_line", context.command_line},
+            {"backend", context.backend},
+            {"device", context.device},
+            {"native_images", context.native_images},
+            {"summary",
+             {{"total", summary.total},
+              {"met_expectation", summary.met},
+              {"load_errors", summary.load_errors},
+              {"all_met", summary.all_met()},
+              {"by_disposition", by_disposition}}}};
+  j["load_errors"] = json::array();
+  for (const CaseLoadError& e : load_errors)
+    j["load_errors"].push_back({{"file", e.file}, {"pointer", e.pointer}, {"message", e.message}});
+  j["cases"] = json::array();
+  for (const CaseResult& r : results) j["cases"].push_back(result_json(r));
+  return j;
+}
+
+namespace {
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 forbids most control characters even when escaped.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') out += c;
+    }
+  }
+  return out;
+}
+
+std::string file_of(const std::string& location) { return location.substr(0, location.find('#')); }
+
+}  // namespace
+
+std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
+  struct Suite {
+    std::string body;
+    int tests = 0, failures = 0, errors = 0, skipped = 0;
+    double time = 0;
+  };
+  std::map<std::string, Suite> suites;
+  for (const CaseResult& r : results) {
+    Suite& suite = suites[file_of(r.location)];
+    ++suite.tests;
+    suite.time += r.seconds;
+    std::string body;
+    const std::string message = xml_escape(r.detail.substr(0, 400));
+    if (r.disposition == Disposition::error) {
+      ++suite.errors;
+      body = fmt::format("      <error type=\"error\" message=\"{}\">{}</error>\n", message, xml_escape(r.detail));
+    } else if (r.disposition == Disposition::not_run) {
+      ++suite.skipped;
+      body = fmt::format("      <skipped message=\"{}\"/>\n", message);
+    } else if (!meets_expectation(r.disposition)) {
+      ++suite.failures;
+      body = fmt::format("      <failure type=\"{}\" message=\"{}\">{}</failure>\n", to_string(r.disposition), message,
+                         xml_escape(r.detail));
+    }
+    body += fmt::format("      <system-out>disposition: {}\npath: {} ({})\nlayout guard: {}\n{}</system-out>\n",
+                        to_string(r.disposition), to_string(r.path), xml_escape(r.dispatch_reason),
+                        r.layout_guard ? "on" : "off", xml_escape(r.detail));
+    suite.body += fmt::format("    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
+                              xml_escape(file_of(r.location)), xml_escape(r.name), r.seconds, body);
+  }
+  for (const CaseLoadError& e : load_errors) {
+    Suite& suite = suites[e.file];
+    ++suite.tests;
+    ++suite.errors;
+    suite.body += fmt::format(
+        "    <testcase classname=\"attnres-check.{}\" name=\"load {}\" time=\"0\">\n"
+        "      <error type=\"bad-case\" message=\"{}\">{}</error>\n    </testcase>\n",
+        xml_escape(e.file), xml_escape(e.pointer.empty() ? "file" : e.pointer), xml_escape(e.message),
+        xml_escape(e.to_string()));
+  }
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
+  double time = 0;
+  std::string body;
+  for (const auto& [name, s] : suites) {
+    tests += s.tests;
+    failures += s.failures;
+    errors += s.errors;
+    skipped += s.skipped;
+    time += s.time;
+    body += fmt::format(
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}  </testsuite>\n",
+        xml_escape(name), s.tests, s.failures, s.errors, s.skipped, s.time, s.body);
+  }
+  return fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<testsuites name=\"attnres-check\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}</testsuites>\n",
+      tests, failures, errors, skipped, time, body);
+}
+
+}  // namespace attnres

@@ -1,0 +1,40 @@
+// Printers: turn results into the human table, the JSON report and JUnit XML. They only
+// format; main decides where the text goes.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/case_spec.h"
+#include "app/runner.h"
+
+namespace attnres {
+
+constexpr int kReportSchemaVersion = 1;
+
+struct RunContext {
+  std::string backend;
+  std::string device;
+  std::vector<std::string> native_images;
+  std::string command_line;
+};
+
+struct RunSummary {
+  int total = 0;
+  int met = 0;
+  int load_errors = 0;
+  int by_disposition[8] = {};
+  bool all_met() const { return load_errors == 0 && met == total; }
+};
+
+RunSummary summarize(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
+
+std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                         const RunContext& context, bool color);
+nlohmann::json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                           const RunContext& context);
+std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
+nlohmann::json result_json(const CaseResult& result);
+
+}  // namespace attnres

@@ -1,0 +1,257 @@
+#include "app/repro.h"
+
+#include <sys/utsname.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "app/report.h"
+#include "app/runner.h"
+#include "app/safetensors.h"
+
+namespace attnres {
+
+using nlohmann::json;
+
+namespace {
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write file", path.string()));
+}
+
+json environment(const Backend& backend) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cudaGetLastError();
+  utsname host{};
+  uname(&host);
+  const DeviceDescription device = backend.device();
+  auto version = [](int v) { return v ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : std::string("none"); };
+  return {{"tool_version", ATTNRES_VERSION},
+          {"git_revision", ATTNRES_GIT_REVISION},
+          {"backend", backend.name()},
+          {"gpu", device.present ? device.name : "none"},
+          {"compute_capability", device.present ? fmt::format("{}.{}", device.cc_major, device.cc_minor) : "none"},
+          {"cuda_driver", version(driver)},
+          {"cuda_runtime", version(runtime)},
+          {"native_images_in_build", compiled_native_images()},
+          {"host", fmt::format("{} {} {}", host.sysname, host.release, host.machine)}};
+}
+
+std::string backend_flags(const Invocation& inv) {
+  std::string flags;
+  if (inv.backend.backend != "auto") flags += " --backend " + inv.backend.backend;
+  if (inv.backend.backend == "cpu") {
+    flags += " --device-model " + inv.backend.device_model;
+    if (inv.backend.native_images) flags += " --native-images " + *inv.backend.native_images;
+  }
+  return flags;
+}
+
+std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const json& env, const std::string& run_line,
+                            const std::string& replay_line, bool kernel_ran) {
+  std::string md = fmt::format("# AttnRes: `{}` is {}\n\n", spec.name, to_string(r.disposition));
+  md += fmt::format("{}\n\n", spec.description.empty() ? "(no description in the case)" : spec.description);
+  md += "## What was fed\n\n";
+  const AttnResShape& s = spec.shape;
+  md += fmt::format("- T={} tokens, H={}, blocks [T, MAXB={}, H] with num_blocks={}, block_write_idx={}\n", s.tokens,
+                    s.hidden, s.max_blocks, s.num_blocks, s.block_write_idx);
+  md += fmt::format("- delta: {}, output norm: {}, eps={:g}, output_norm_eps={:g}, dtype bf16, seed {}\n",
+                    s.has_delta ? "yes" : "no", s.has_output_norm ? "yes" : "no", spec.eps, spec.output_norm_eps, spec.seed);
+  md += fmt::format("- row strides (elements): prefix {}, delta {}, output {}, blocks row {} (token {})\n",
+                    spec.prefix_row_stride, s.has_delta ? std::to_string(spec.delta_row_stride) : "-",
+                    spec.output_row_stride, spec.blocks_row_stride, spec.strides().blocks_token);
+  md += fmt::format("- kernel requested: {}, layout guard: {}\n", to_string(spec.kernel), r.layout_guard ? "on" : "off");
+  md += "- input checksums (logical elements, FNV-1a 64 over bf16 bits):\n";
+  for (const auto& [name, sum] : r.input_checksums) md += fmt::format("  - `{}`: `{}`\n", name, sum);
+  md += "\n## What came out\n\n";
+  md += fmt::format("- verdict: **{}** (expected: {})\n", to_string(r.disposition),
+                    spec.expect == Expectation::reject ? "rejection" : "pass");
+  md += fmt::format("- path: {} — {}\n", to_string(r.path), r.dispatch_reason);
+  if (r.rejection) md += fmt::format("- rejected before launch: `{}`\n", *r.rejection);
+  if (r.comparison) {
+    const Comparison& c = *r.comparison;
+    md += fmt::format("- max-abs error {:.6g} at [{}, {}]: kernel {:.6g}, reference ({}) {:.6g}; tolerance |out-ref| <= {:g} + {:g}*|ref|\n",
+                      c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.reference, c.worst_reference,
+                      c.atol, c.rtol);
+    md += fmt::format("- {}\n", c.mismatch_summary());
+    md += fmt::format("- NaN in output: {}, Inf in output: {}; no CUDA fault\n", c.nan_count, c.inf_count);
+    md += fmt::format("- prefix bit-exact: {}; written block bit-exact: {}\n",
+                      c.prefix_mismatches ? fmt::format("no ({} elements; first {})", c.prefix_mismatches, c.first_prefix_mismatch) : "yes",
+                      c.blocks_mismatches ? fmt::format("no ({} elements; first {})", c.blocks_mismatches, c.first_blocks_mismatch) : "yes");
+  }
+  if (!r.violations.empty()) {
+    md += "- memory-safety violations:\n";
+    for (const Violation& v : r.violations) md += fmt::format("  - {}\n", v.to_string());
+  }
+  md += fmt::format("\nDetail: {}\n", r.detail);
+  md += "\n## Environment\n\n";
+  for (auto it = env.begin(); it != env.end(); ++it) md += fmt::format("- {}: {}\n", it.key(), it.value().dump());
+  md += "\n## How to reproduce\n\n";
+  md += "From this directory, with attnres-check built (regenerates the inputs bit-exact from the seed):\n\n";
+  md += fmt::format("```\n{}\n```\n\n", run_line);
+  md += "Replaying the captured tensors instead:\n\n";
+  md += fmt::format("```\n{}\n```\n\n", replay_line);
+  md += "Without attnres-check (PyTorch float64 reference; calls the vLLM op when it can be imported):\n\n";
+  md += "```\npython3 repro.py\n```\n\n";
+  md += kernel_ran ? "`outputs.safetensors` holds the kernel's output, prefix and blocks after the run, and the reference.\n"
+                   : "The kernel did not run, so there is no `outputs.safetensors`.\n";
+  return md;
+}
+
+SafetensorsFile outputs_file(const CaseArtifacts& a) {
+  const AttnResShape& s = a.after.shape;
+  SafetensorsFile file;
+  file.metadata["format"] = "attnres-check outputs v1";
+  add_strided(file, a.after.output, {s.tokens, s.hidden}, {a.after.output.row_stride, 1}, "output");
+  add_strided(file, a.after.prefix, {s.tokens, s.hidden}, {a.after.prefix.row_stride, 1}, "prefix_after");
+  add_strided(file, a.after.blocks, {s.tokens, s.max_blocks, s.hidden},
+              {std::int64_t(s.max_blocks) * a.after.blocks.row_stride, a.after.blocks.row_stride, 1}, "blocks_after");
+  SafetensorEntry reference{"reference_output", "F64", {s.tokens, s.hidden}, {}};
+  reference.bytes.resize(a.reference.size() * sizeof(double));
+  std::memcpy(reference.bytes.data(), a.reference.data(), reference.bytes.size());
+  file.tensors.push_back(std::move(reference));
+  return file;
+}
+
+}  // namespace
+
+CommandOutput repro_command(const Invocation& inv) {
+  namespace fs = std::filesystem;
+  CommandOutput out;
+  CaseSpec spec = load_single_case(inv.repro.case_path, inv.repro.case_name);
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  RunOptions options;
+  options.disable_layout_guard = inv.repro.no_layout_guard;
+  std::optional<CaseArtifacts> artifacts;
+  const CaseResult result = run_case(spec, *backend, options, nullptr, &artifacts);
+
+  const fs::path dir = inv.repro.out_dir.empty() ? fs::path("repro-" + spec.name) : fs::path(inv.repro.out_dir);
+  fs::create_directories(dir);
+  CaseSpec bundled = spec;
+  bundled.file = "case.json";
+  bundled.pointer.clear();
+  write_text(dir / "case.json", case_to_json(bundled).dump(2) + "\n");
+  const CaseTensors inputs = artifacts ? artifacts->inputs : make_case_tensors(spec);
+  write_safetensors((dir / "inputs.safetensors").string(), inputs_file(spec, inputs));
+  if (artifacts) write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
+  const json env = environment(*backend);
+  write_text(dir / "environment.json", env.dump(2) + "\n");
+  write_text(dir / "result.json", result_json(result).dump(2) + "\n");
+  const std::string flags = backend_flags(inv) + (inv.repro.no_layout_guard ? " --no-layout-guard" : "");
+  const std::string run_line = "attnres-check run case.json" + flags;
+  const std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
+  write_text(dir / "replay.sh", fmt::format("#!/bin/sh\n# Replays this bundle; run from its directory.\nset -e\n{}\n{}\n", run_line, replay_line));
+  fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  write_text(dir / "repro.py", repro_script());
+  write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value()));
+
+  out.text = fmt::format("{}: {}\n  {}\nbundle written to {}/ (REPORT.md, case.json, inputs.safetensors{}, environment.json, result.json, replay.sh, repro.py)\n",
+                         spec.name, to_string(result.disposition), result.detail, dir.string(),
+                         artifacts ? ", outputs.safetensors" : "");
+  out.exit_code = meets_expectation(result.disposition) ? kExitOk : kExitUnmet;
+  return out;
+}
+
+namespace {
+
+// Smaller variants of a case, most aggressive first; each is still a valid case.
+std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
+  std::vector<std::pair<std::string, CaseSpec>> out;
+  auto add = [&](std::string what, auto change) {
+    CaseSpec next = c;
+    change(next);
+    out.emplace_back(std::move(what), std::move(next));
+  };
+  const AttnResShape& s = c.shape;
+  if (s.tokens > 1) add(fmt::format("T {} -> 1", s.tokens), [](CaseSpec& n) { n.shape.tokens = 1; });
+  if (s.tokens > 2) add(fmt::format("T {} -> {}", s.tokens, s.tokens / 2), [&](CaseSpec& n) { n.shape.tokens = s.tokens / 2; });
+  if (s.tokens > 1) add(fmt::format("T {} -> {}", s.tokens, s.tokens - 1), [&](CaseSpec& n) { n.shape.tokens = s.tokens - 1; });
+  if (s.num_blocks > 0)
+    add(fmt::format("num_blocks {} -> {}", s.num_blocks, s.num_blocks - 1), [&](CaseSpec& n) { n.shape.num_blocks--; });
+  const int needed_blocks = std::max(s.num_blocks, s.block_write_idx + 1);
+  if (s.max_blocks > needed_blocks)
+    add(fmt::format("max_blocks {} -> {}", s.max_blocks, needed_blocks), [&](CaseSpec& n) {
+      n.shape.max_blocks = needed_blocks;
+    });
+  if (s.block_write_idx >= 0) add("no block write", [](CaseSpec& n) { n.shape.block_write_idx = -1; });
+  if (s.has_delta) add("no delta", [](CaseSpec& n) { n.shape.has_delta = false; });
+  if (s.has_output_norm) add("no output norm", [](CaseSpec& n) { n.shape.has_output_norm = false; });
+  // Halving H keeps every padding, so a stride bug keeps its shape.
+  if (s.hidden >= 16 && (s.hidden / 2) % 8 == 0)
+    add(fmt::format("H {} -> {}", s.hidden, s.hidden / 2), [&](CaseSpec& n) {
+      const int half = s.hidden / 2;
+      for (std::int64_t* stride : {&n.prefix_row_stride, &n.delta_row_stride, &n.output_row_stride, &n.blocks_row_stride})
+        *stride = *stride - s.hidden + half;
+      n.shape.hidden = half;
+    });
+  struct Padded {
+    const char* name;
+    std::int64_t CaseSpec::*stride;
+  };
+  for (const Padded p : {Padded{"prefix", &CaseSpec::prefix_row_stride}, Padded{"delta", &CaseSpec::delta_row_stride},
+                         Padded{"output", &CaseSpec::output_row_stride}, Padded{"blocks", &CaseSpec::blocks_row_stride}}) {
+    const std::int64_t padding = c.*p.stride - s.hidden;
+    if (padding > 0) add(fmt::format("{} padding {} -> 0", p.name, padding), [&](CaseSpec& n) { n.*p.stride = s.hidden; });
+    if (padding > 1)
+      add(fmt::format("{} padding {} -> {}", p.name, padding, padding / 2), [&](CaseSpec& n) { n.*p.stride = s.hidden + padding / 2; });
+  }
+  return out;
+}
+
+double case_size(const CaseSpec& c) {
+  return double(c.shape.tokens) * (c.shape.num_blocks + 1) * c.shape.hidden;
+}
+
+}  // namespace
+
+CommandOutput shrink_command(const Invocation& inv) {
+  CommandOutput out;
+  CaseSpec current = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  RunOptions options;
+  options.disable_layout_guard = inv.shrink.no_layout_guard;
+  const CaseResult original = run_case(current, *backend, options);
+  std::string target = inv.shrink.verdict.empty() ? to_string(original.disposition) : inv.shrink.verdict;
+  bool known = false;
+  for (int d = 0; d < 8; ++d) known = known || target == to_string(Disposition(d));
+  if (!known) throw UsageError(fmt::format("--verdict: unknown disposition \"{}\"", target));
+  if (target != to_string(original.disposition)) {
+    out.text = fmt::format("{}: is {}, not {}; nothing to shrink\n", current.name, to_string(original.disposition), target);
+    out.exit_code = kExitUnmet;
+    return out;
+  }
+  out.text = fmt::format("{}: keeping disposition {} (T={}, H={}, num_blocks={})\n", current.name, target,
+                         current.shape.tokens, current.shape.hidden, current.shape.num_blocks);
+  int trials = 0;
+  for (bool progress = true; progress && trials < 400;) {
+    progress = false;
+    for (auto& [what, candidate] : reductions(current)) {
+      ++trials;
+      if (to_string(run_case(candidate, *backend, options).disposition) != target) continue;
+      out.text += fmt::format("  kept: {}\n", what);
+      current = std::move(candidate);
+      progress = true;
+      break;
+    }
+  }
+  current.name += "-shrunk";
+  current.description = fmt::format("Shrunk by attnres-check from {} ({}); still {}.", original.location, original.name, target);
+  const std::string path = inv.shrink.out_path.empty() ? current.name + ".json" : inv.shrink.out_path;
+  write_text(path, case_to_json(current).dump(2) + "\n");
+  out.text += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides prefix {} delta {} output {} blocks {} ({:.3g}x smaller)\nwritten to {}\n",
+                          trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
+                          current.prefix_row_stride, current.delta_row_stride, current.output_row_stride, current.blocks_row_stride,
+                          case_size(load_single_case(inv.shrink.case_path, inv.shrink.case_name)) / case_size(current), path);
+  return out;
+}
+
+}  // namespace attnres

@@ -1,0 +1,194 @@
+#include "app/runner.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/cuda_check.h"
+#include "kernels/layout_guard.h"
+#include "reference/cpu_reference.h"
+
+namespace attnres {
+
+const char* to_string(Disposition disposition) {
+  switch (disposition) {
+    case Disposition::passed: return "passed";
+    case Disposition::failed: return "failed";
+    case Disposition::rejected_as_expected: return "rejected-as-expected";
+    case Disposition::unexpected_rejection: return "unexpected-rejection";
+    case Disposition::not_rejected: return "not-rejected";
+    case Disposition::memory_violation: return "memory-violation";
+    case Disposition::not_run: return "not-run";
+    case Disposition::error: return "error";
+  }
+  return "?";
+}
+
+bool meets_expectation(Disposition disposition) {
+  return disposition == Disposition::passed || disposition == Disposition::rejected_as_expected;
+}
+
+std::string Comparison::mismatch_summary() const {
+  const double percent = total ? 100.0 * double(mismatched) / double(total) : 0.0;
+  return fmt::format("Mismatched elements: {} / {} ({:.1f}%)", mismatched, total, percent);
+}
+
+Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
+  Comparison c;
+  c.atol = atol;
+  c.rtol = rtol;
+  c.total = output.rows * output.columns;
+  double worst = -1.0;
+  for (std::int64_t t = 0; t < output.rows; ++t)
+    for (std::int64_t h = 0; h < output.columns; ++h) {
+      const double got = bf16_to_float(output.at(t, h));
+      const double want = reference[std::size_t(t * output.columns + h)];
+      if (std::isnan(got)) ++c.nan_count;
+      else if (std::isinf(got)) ++c.inf_count;
+      // A non-finite value only matches the same non-finite reference (torch's equal_nan=False).
+      double diff;
+      if (std::isfinite(got) && std::isfinite(want)) diff = std::fabs(got - want);
+      else diff = (got == want) ? 0.0 : INFINITY;
+      if (!(diff <= atol + rtol * std::fabs(want))) ++c.mismatched;
+      if (diff > worst) {
+        worst = diff;
+        c.worst_token = t;
+        c.worst_column = h;
+        c.worst_value = got;
+        c.worst_reference = want;
+      }
+      if (std::isfinite(diff) && want != 0.0) c.max_rel_error = std::fmax(c.max_rel_error, diff / std::fabs(want));
+    }
+  c.max_abs_error = std::fmax(worst, 0.0);
+  return c;
+}
+
+namespace {
+
+void judge_rejection(const CaseSpec& spec, const std::string& message, CaseResult& result) {
+  result.rejection = message;
+  if (spec.expect == Expectation::pass) {
+    result.disposition = Disposition::unexpected_rejection;
+    result.detail = "rejected: " + message;
+  } else if (!spec.expected_message.empty() && spec.expected_message != message) {
+    result.disposition = Disposition::unexpected_rejection;
+    result.detail = fmt::format("rejected with another message: got \"{}\", expected \"{}\"", message, spec.expected_message);
+  } else {
+    result.disposition = Disposition::rejected_as_expected;
+    result.detail = message;
+  }
+}
+
+std::string describe_comparison(const Comparison& c) {
+  std::string text = fmt::format("max-abs error {:.4g} at [{}, {}] (got {:.6g}, reference {:.6g}) against atol {:g} + rtol {:g}; {}",
+                                 c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.worst_reference, c.atol,
+                                 c.rtol, c.mismatch_summary());
+  if (c.nan_count || c.inf_count) text += fmt::format("; {} NaN, {} Inf in output", c.nan_count, c.inf_count);
+  if (c.prefix_mismatches) text += fmt::format("; prefix not bit-exact in {} elements (first {})", c.prefix_mismatches, c.first_prefix_mismatch);
+  if (c.blocks_mismatches) text += fmt::format("; written block not bit-exact in {} elements (first {})", c.blocks_mismatches, c.first_blocks_mismatch);
+  return text;
+}
+
+void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, const DispatchDecision& decision,
+                          const CaseTensors& inputs, CaseResult& result, std::optional<CaseArtifacts>* artifacts) {
+  for (const HostTensor* t : inputs.all())
+    if (!t->empty() && t->name != "output") result.input_checksums.emplace_back(t->name, checksum(*t));
+  CaseTensors after = inputs;
+  try {
+    backend.execute(decision, result.layout_guard, after);
+  } catch (const LayoutError& e) {
+    judge_rejection(spec, e.what(), result);  // the entry refused although dispatch predicted a launch
+    return;
+  }
+  const AttnResShape& s = inputs.shape;
+  const std::int64_t source_elements = s.tokens * (s.num_blocks + 1) * std::int64_t(s.hidden);
+  std::vector<double> reference;
+  std::string reference_name = "cpu-float64";
+  std::optional<std::vector<double>> device_reference;
+  if (source_elements > options.cpu_reference_limit) device_reference = backend.device_reference(inputs);
+  if (device_reference) {
+    reference = std::move(*device_reference);
+    reference_name = "cublas-float64";
+  } else {
+    CaseTensors scratch = inputs;
+    reference = cpu_reference(scratch.args());
+  }
+  Comparison comparison = compare_output(after.output, reference, spec.atol, spec.rtol);
+  comparison.reference = reference_name;
+  const ExactnessReport exactness = check_after_run(after, expected_after_run(inputs));
+  comparison.prefix_mismatches = exactness.prefix_mismatches;
+  comparison.blocks_mismatches = exactness.blocks_mismatches;
+  comparison.first_prefix_mismatch = exactness.first_prefix_mismatch;
+  comparison.first_blocks_mismatch = exactness.first_blocks_mismatch;
+  result.violations = exactness.violations;
+  result.comparison = comparison;
+
+  std::string violations;
+  for (const Violation& v : result.violations) violations += "; " + v.to_string();
+  if (spec.expect == Expectation::reject) {
+    result.disposition = Disposition::not_rejected;
+    result.detail = fmt::format("expected a rejection{}, but the kernel ran: {}{}",
+                                spec.expected_message.empty() ? "" : " (\"" + spec.expected_message + "\")",
+                                describe_comparison(comparison), violations);
+  } else if (!result.violations.empty()) {
+    result.disposition = Disposition::memory_violation;
+    result.detail = violations.substr(2) + "; " + describe_comparison(comparison);
+  } else if (!comparison.within_tolerance() || !comparison.exact_state()) {
+    result.disposition = Disposition::failed;
+    result.detail = describe_comparison(comparison);
+  } else {
+    result.disposition = Disposition::passed;
+    result.detail = describe_comparison(comparison);
+  }
+  if (artifacts) *artifacts = CaseArtifacts{inputs, std::move(after), std::move(reference)};
+}
+
+}  // namespace
+
+CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const CaseTensors* inputs,
+                    std::optional<CaseArtifacts>* artifacts) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseResult result;
+  result.name = spec.name;
+  result.location = spec.location();
+  result.backend = backend.name();
+  const DeviceDescription device = backend.device();
+  result.device = device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none";
+  result.layout_guard = spec.layout_guard && !options.disable_layout_guard;
+  try {
+    if (!backend.usable()) {
+      result.disposition = Disposition::error;
+      result.detail = "not attempted: an earlier fault left the CUDA context unusable";
+    } else {
+      DispatchRequest request;
+      request.shape = spec.shape;
+      request.strides = spec.strides();
+      request.choice = spec.kernel;
+      request.layout_guard = result.layout_guard;
+      const DispatchDecision decision = dispatch(device, backend.native_images(), request);
+      result.path = decision.path;
+      result.dispatch_reason = decision.reason;
+      if (decision.path == KernelPath::none) {
+        result.disposition = Disposition::not_run;
+        result.detail = decision.reason;
+      } else if (decision.rejection) {
+        judge_rejection(spec, *decision.rejection, result);
+      } else if (inputs) {
+        run_kernel_and_judge(spec, backend, options, decision, *inputs, result, artifacts);
+      } else {
+        run_kernel_and_judge(spec, backend, options, decision, make_case_tensors(spec), result, artifacts);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    result.disposition = Disposition::error;
+    result.detail = "out of host memory";
+  } catch (const std::exception& e) {
+    result.disposition = Disposition::error;
+    result.detail = e.what();
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace attnres

@@ -1,0 +1,27 @@
+// Device twin of the host input generator (kernels/philox.h): same function, same bits.
+#include "kernels/cuda_check.h"
+#include "kernels/launch.h"
+
+namespace attnres {
+namespace {
+
+__global__ void generate_kernel(bf16_bits* data, std::int64_t rows, std::int64_t columns, std::int64_t row_stride,
+                                GeneratorKey key, ResolvedDistribution dist) {
+  const std::int64_t total = rows * columns;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / columns, col = i % columns;
+    data[row * row_stride + col] = generate_bf16(key, dist, std::uint64_t(i));
+  }
+}
+
+}  // namespace
+
+void generate_on_device(bf16_bits* data, std::int64_t rows, std::int64_t columns, std::int64_t row_stride,
+                        GeneratorKey key, ResolvedDistribution dist, cudaStream_t stream) {
+  if (rows * columns == 0) return;
+  generate_kernel<<<4096, 256, 0, stream>>>(data, rows, columns, row_stride, key, dist);
+  ATTNRES_CHECK_LAUNCH("generate_kernel");
+}
+
+}  // namespace attnres

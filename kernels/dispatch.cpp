@@ -1,0 +1,115 @@
+#include "kernels/dispatch.h"
+
+#include <fmt/format.h>
+
+#include "kernels/layout_guard.h"
+#include "kernels/native_limits.h"
+
+namespace attnres {
+
+const char* to_string(KernelChoice choice) {
+  switch (choice) {
+    case KernelChoice::automatic: return "auto";
+    case KernelChoice::native: return "native";
+    case KernelChoice::portable: return "portable";
+  }
+  return "?";
+}
+
+const char* to_string(KernelPath path) {
+  switch (path) {
+    case KernelPath::none: return "none";
+    case KernelPath::native: return "native";
+    case KernelPath::portable: return "portable";
+  }
+  return "?";
+}
+
+std::string device_arch(const DeviceDescription& device) {
+  if (!device.present) return "none";
+  return fmt::format("sm_{}{}", device.cc_major, device.cc_minor);
+}
+
+std::optional<std::string> native_unsupported_reason(const DispatchRequest& request) {
+  const AttnResShape& shape = request.shape;
+  if (shape.hidden % native::kHiddenMultiple != 0 || shape.hidden > native::kMaxHidden)
+    return fmt::format("native kernel supports hidden_size multiples of {} up to {}, got {}",
+                       native::kHiddenMultiple, native::kMaxHidden, shape.hidden);
+  if (shape.num_blocks > native::kMaxBlocks)
+    return fmt::format("native kernel supports num_blocks <= {}, got {}", native::kMaxBlocks, shape.num_blocks);
+  // The bulk copy engine moves whole 16-byte granules from 16-byte aligned addresses.
+  const bool strides_aligned = request.strides.blocks_token % 8 == 0 && request.strides.blocks_row % 8 == 0;
+  if (!request.operands_16b_aligned || !strides_aligned)
+    return std::string("native kernel needs 16-byte aligned operands and blocks strides that are multiples of 8 elements");
+  return std::nullopt;
+}
+
+namespace {
+
+// Which native image the device's family runs, if the native kernel targets that family at all.
+std::optional<bool> native_image_for_family(const DeviceDescription& device, const NativeImages& images,
+                                            std::string& family) {
+  if (device.cc_major == 9 && device.cc_minor == 0) {
+    family = "sm_90a";
+    return images.sm90a;
+  }
+  if (device.cc_major == 10) {
+    family = "sm_100a";
+    return images.sm100a;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& images,
+                          const DispatchRequest& request) {
+  DispatchDecision decision;
+  if (!device.present) {
+    decision.reason = "no CUDA device";
+    return decision;
+  }
+  const std::string arch = device_arch(device);
+  const bool forced_native = request.choice == KernelChoice::native;
+  // Where the native kernel is out, a forced-native case is not run; an automatic one falls back.
+  auto without_native = [&](const std::string& why) {
+    if (forced_native) {
+      decision.path = KernelPath::none;
+      decision.reason = "case requires the native kernel, but " + why;
+    } else {
+      decision.path = KernelPath::portable;
+      decision.reason = why;
+      if (!request.layout_guard) {
+        decision.hard_coded_row_stride = true;
+        decision.reason += "; layout guard disabled: the portable kernel replays the native kernel's hard-coded row stride H";
+      }
+    }
+    return decision;
+  };
+
+  if (request.choice == KernelChoice::portable) {
+    decision.path = KernelPath::portable;
+    decision.reason = "case requests the portable kernel";
+    return decision;
+  }
+  std::string family;
+  const std::optional<bool> image = native_image_for_family(device, images, family);
+  if (!image)
+    return without_native(fmt::format("{} ({}) has no native kernel (native targets sm_90 and sm_100 families)",
+                                      arch, device.name));
+  if (!*image)
+    return without_native(fmt::format("{} device, but this build holds no {} image of the native kernel", arch, family));
+  if (auto unsupported = native_unsupported_reason(request)) return without_native(*unsupported);
+
+  decision.path = KernelPath::native;
+  decision.reason = fmt::format("{} device and the build holds its {} native image", arch, family);
+  if (!request.layout_guard) {
+    decision.reason += "; layout guard disabled (--no-layout-guard): strides are not checked";
+    return decision;
+  }
+  decision.rejection = dense_rows_violation(request.shape, request.strides);
+  if (decision.rejection) decision.reason += "; layout guard rejects the strides";
+  return decision;
+}
+
+}  // namespace attnres

@@ -1,0 +1,34 @@
+// Host entry points of the GPU kernels. Every pointer in AttnResArgs is a device pointer.
+#pragma once
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/philox.h"
+#include "kernels/problem.h"
+
+namespace attnres {
+
+// Any sm_75+ device; honours every stride. `hard_coded_row_stride` replays the original
+// bug (prefix, delta and output rows taken as H apart) where no native kernel can run.
+void launch_portable(const AttnResArgs& args, cudaStream_t stream, bool hard_coded_row_stride = false);
+
+// The native SM90/SM100 kernel. With layout_guard it refuses (LayoutError) any prefix, delta or
+// output whose row stride is not H, before launching; without, it runs and corrupts.
+void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stream);
+
+// Whether this build holds a native image that loads on the current device, read from the
+// kernel's attributes at run time (binary_version: 90, 100, ... or 0).
+struct NativeImageQuery {
+  bool loadable = false;
+  int binary_version = 0;
+  std::string detail;
+};
+NativeImageQuery query_native_image();
+
+// Fills rows x columns logical elements of a strided device tensor with generate_bf16:
+// the same bits the host generator produces.
+void generate_on_device(bf16_bits* data, std::int64_t rows, std::int64_t columns, std::int64_t row_stride,
+                        GeneratorKey key, ResolvedDistribution dist, cudaStream_t stream);
+
+}  // namespace attnres

@@ -1,0 +1,24 @@
+// The native kernel's entry precondition, shared by the dispatcher (to predict and report a
+// rejection) and the native launcher (to refuse before launching).
+#pragma once
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/problem.h"
+
+namespace attnres {
+
+class LayoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The exact message of the Kimi K3 op when prefix, delta or output has stride(0) != H;
+// empty when every row is densely packed. An absent delta prints as "none".
+std::optional<std::string> dense_rows_violation(const AttnResShape& shape, const AttnResStrides& strides);
+
+// Throws LayoutError with that message.
+void require_dense_rows(const AttnResShape& shape, const AttnResStrides& strides);
+
+}  // namespace attnres

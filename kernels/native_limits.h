@@ -1,0 +1,14 @@
+// What the native kernel supports; the dispatcher sends everything else to the portable kernel.
+#pragma once
+
+namespace attnres::native {
+
+// Each consumer thread owns two 8-element (16-byte) vectors of the row: H / 16 consumer threads,
+// a whole number of warps, plus one producer warp, at most 1024 threads.
+constexpr int kHiddenMultiple = 512;
+constexpr int kMaxHidden = 15872;
+constexpr int kMaxBlocks = 8;
+constexpr int kVectorsPerThread = 2;
+constexpr int kElementsPerVector = 8;
+
+}  // namespace attnres::native

@@ -1,0 +1,76 @@
+// Counter-based input generator: (seed, tensor name, logical element index) -> bf16 bits.
+// Host and device run this same code, and it uses only integer ops, one correctly rounded
+// multiply and explicit fma, so the bits agree on CPU and GPU by construction.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace attnres {
+
+struct Philox4x32 {
+  std::uint32_t v[4];
+};
+
+ATTNRES_HD void mul_hi_lo(std::uint32_t a, std::uint32_t b, std::uint32_t& hi, std::uint32_t& lo) {
+  const std::uint64_t product = std::uint64_t(a) * std::uint64_t(b);
+  hi = std::uint32_t(product >> 32);
+  lo = std::uint32_t(product);
+}
+
+// Philox4x32-10 (Salmon et al., SC'11).
+ATTNRES_HD Philox4x32 philox4x32_10(Philox4x32 counter, std::uint32_t key0, std::uint32_t key1) {
+  for (int round = 0; round < 10; ++round) {
+    std::uint32_t hi0, lo0, hi1, lo1;
+    mul_hi_lo(0xD2511F53u, counter.v[0], hi0, lo0);
+    mul_hi_lo(0xCD9E8D57u, counter.v[2], hi1, lo1);
+    counter = Philox4x32{{hi1 ^ counter.v[1] ^ key0, lo1, hi0 ^ counter.v[3] ^ key1, lo0}};
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  return counter;
+}
+
+enum class DistributionKind : int { normal = 0, uniform = 1, constant = 2 };
+
+// A distribution with everything precomputed on the host (e.g. std already divided by sqrt(H)),
+// so the device does exactly the host's arithmetic.
+struct ResolvedDistribution {
+  DistributionKind kind = DistributionKind::normal;
+  double a = 0.0;  // normal: mean; uniform: low;  constant: value
+  double b = 1.0;  // normal: std;  uniform: high - low
+};
+
+struct GeneratorKey {
+  std::uint32_t key0 = 0;
+  std::uint32_t key1 = 0;
+};
+
+// FNV-1a of the tensor name mixed into the seed: each tensor gets its own stream.
+inline GeneratorKey make_generator_key(std::uint64_t seed, const char* tensor_name) {
+  std::uint32_t hash = 2166136261u;
+  for (const char* c = tensor_name; *c; ++c) hash = (hash ^ std::uint8_t(*c)) * 16777619u;
+  return GeneratorKey{std::uint32_t(seed) ^ hash, std::uint32_t(seed >> 32)};
+}
+
+// Normal values are Irwin-Hall sums of four 24-bit uniforms, scaled to variance 1
+// (bounded at +-3.46 sigma): no transcendental function whose last bit could differ by platform.
+ATTNRES_HD bf16_bits generate_bf16(const GeneratorKey& key, const ResolvedDistribution& dist,
+                                   std::uint64_t index) {
+  if (dist.kind == DistributionKind::constant) return float_to_bf16(float(dist.a));
+  const Philox4x32 r = philox4x32_10(
+      Philox4x32{{std::uint32_t(index), std::uint32_t(index >> 32), 0u, 0u}}, key.key0, key.key1);
+  double value;
+  if (dist.kind == DistributionKind::uniform) {
+    const double u = double(r.v[0] >> 8) * (1.0 / 16777216.0);
+    value = fma(dist.b, u, dist.a);
+  } else {
+    const std::int64_t sum = std::int64_t(r.v[0] >> 8) + (r.v[1] >> 8) + (r.v[2] >> 8) + (r.v[3] >> 8);
+    const double standard = double(sum - (std::int64_t(1) << 25)) * (1.7320508075688772 / 16777216.0);
+    value = fma(dist.b, standard, dist.a);
+  }
+  return float_to_bf16(float(value));
+}
+
+}  // namespace attnres

@@ -1,0 +1,43 @@
+// One AttnRes call as every implementation sees it: sizes, strides (in elements) and pointers.
+// The same struct describes host buffers (CPU reference, CPU kernels) and device buffers.
+#pragma once
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace attnres {
+
+struct AttnResShape {
+  std::int64_t tokens = 0;
+  int hidden = 0;
+  int max_blocks = 0;
+  int num_blocks = 0;
+  int block_write_idx = -1;  // -1: no block write
+  bool has_delta = false;
+  bool has_output_norm = false;
+  float eps = 1e-6f;
+  float output_norm_eps = 1e-6f;
+};
+
+// Row strides of every [T, H]-shaped operand plus the blocks' two outer strides.
+struct AttnResStrides {
+  std::int64_t prefix = 0;
+  std::int64_t delta = 0;  // meaningful only with has_delta
+  std::int64_t output = 0;
+  std::int64_t blocks_token = 0;  // stride(0) of blocks [T, MAXB, H]
+  std::int64_t blocks_row = 0;    // stride(1) of blocks
+};
+
+struct AttnResArgs {
+  AttnResShape shape;
+  AttnResStrides strides;
+  bf16_bits* prefix = nullptr;             // read, then overwritten with p
+  const bf16_bits* delta = nullptr;        // null without delta
+  bf16_bits* blocks = nullptr;             // blocks[:, block_write_idx] overwritten with p
+  const bf16_bits* norm_weight = nullptr;
+  const bf16_bits* qk_weight = nullptr;
+  const bf16_bits* output_norm_weight = nullptr;  // null without output norm
+  bf16_bits* output = nullptr;
+};
+
+}  // namespace attnres

@@ -1,0 +1,11 @@
+#include "reference/cpu_reference.h"
+
+namespace attnres {
+
+std::vector<double> cpu_reference(const AttnResArgs& args) {
+  std::vector<double> out(std::size_t(args.shape.tokens * args.shape.hidden));
+  attnres_forward<double>(args, [&](std::int64_t t, std::int64_t h, double v) { out[t * args.shape.hidden + h] = v; });
+  return out;
+}
+
+}  // namespace attnres

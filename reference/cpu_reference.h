@@ -1,0 +1,71 @@
+// The contract (DEVELOPERS.md) as plain loops, in a chosen accumulator precision. With double
+// it is the float64 judge; the CPU kernels instantiate it with float.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/problem.h"
+
+namespace attnres {
+
+// Applies steps 1-2 to args' buffers (prefix <- p, blocks[:, block_write_idx] <- p) and calls
+// store(token, h, value) with the output of step 5, every stride honoured.
+template <class Acc, class Store>
+void attnres_forward(const AttnResArgs& args, Store&& store) {
+  const AttnResShape& s = args.shape;
+  const std::int64_t hidden = s.hidden;
+  const int sources = s.num_blocks + 1;
+  std::vector<Acc> gate(hidden), logits(sources), mixed(hidden);
+  std::vector<const bf16_bits*> rows(sources);
+  for (std::int64_t h = 0; h < hidden; ++h)
+    gate[h] = Acc(bf16_to_float(args.norm_weight[h])) * Acc(bf16_to_float(args.qk_weight[h]));
+  for (std::int64_t t = 0; t < s.tokens; ++t) {
+    bf16_bits* prefix = args.prefix + t * args.strides.prefix;
+    bf16_bits* blocks = args.blocks + t * args.strides.blocks_token;
+    for (std::int64_t h = 0; h < hidden; ++h) {
+      // bf16 + bf16 the way the framework does it: a float32 sum rounded once to bf16.
+      float sum = bf16_to_float(prefix[h]);
+      if (s.has_delta) sum += bf16_to_float(args.delta[t * args.strides.delta + h]);
+      prefix[h] = float_to_bf16(sum);
+    }
+    if (s.block_write_idx >= 0)
+      for (std::int64_t h = 0; h < hidden; ++h) blocks[s.block_write_idx * args.strides.blocks_row + h] = prefix[h];
+    for (int b = 0; b < s.num_blocks; ++b) rows[b] = blocks + b * args.strides.blocks_row;
+    rows[s.num_blocks] = prefix;
+
+    Acc max_logit = -INFINITY;
+    for (int src = 0; src < sources; ++src) {
+      Acc dot = 0, square_sum = 0;
+      for (std::int64_t h = 0; h < hidden; ++h) {
+        const Acc v = bf16_to_float(rows[src][h]);
+        dot += v * gate[h];
+        square_sum += v * v;
+      }
+      logits[src] = dot / std::sqrt(square_sum / Acc(hidden) + Acc(s.eps));
+      max_logit = std::fmax(max_logit, logits[src]);
+    }
+    Acc weight_sum = 0;
+    for (int src = 0; src < sources; ++src) weight_sum += (logits[src] = std::exp(logits[src] - max_logit));
+    std::fill(mixed.begin(), mixed.end(), Acc(0));
+    for (int src = 0; src < sources; ++src) {
+      const Acc w = logits[src] / weight_sum;
+      for (std::int64_t h = 0; h < hidden; ++h) mixed[h] += w * Acc(bf16_to_float(rows[src][h]));
+    }
+    Acc scale = 1;
+    if (s.has_output_norm) {
+      Acc square_sum = 0;
+      for (std::int64_t h = 0; h < hidden; ++h) square_sum += mixed[h] * mixed[h];
+      scale = Acc(1) / std::sqrt(square_sum / Acc(hidden) + Acc(s.output_norm_eps));
+    }
+    for (std::int64_t h = 0; h < hidden; ++h) {
+      const Acc weight = s.has_output_norm ? Acc(bf16_to_float(args.output_norm_weight[h])) : Acc(1);
+      store(t, h, mixed[h] * scale * weight);
+    }
+  }
+}
+
+// The float64 reference: updates prefix/blocks in args' (host) buffers, returns out [T*H].
+std::vector<double> cpu_reference(const AttnResArgs& args);
+
+}  // namespace attnres
