@@ -207,6 +207,11 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   return out;
 }
 
+// A run that produced a wrong answer: out of tolerance, prefix/blocks not exact, or memory damage.
+bool went_wrong(const CaseResult& r) {
+  return !r.violations.empty() || (r.comparison && (!r.comparison->within_tolerance() || !r.comparison->exact_state()));
+}
+
 double case_size(const CaseSpec& c) {
   return double(c.shape.tokens) * (c.shape.num_blocks + 1) * c.shape.hidden;
 }
@@ -229,14 +234,17 @@ CommandOutput shrink_command(const Invocation& inv) {
     out.exit_code = kExitUnmet;
     return out;
   }
-  out.text = fmt::format("{}: keeping disposition {} (T={}, H={}, num_blocks={})\n", current.name, target,
-                         current.shape.tokens, current.shape.hidden, current.shape.num_blocks);
+  out.text = fmt::format("{}: keeping disposition {}{} (T={}, H={}, num_blocks={})\n", current.name, target,
+                         went_wrong(original) ? " with a wrong answer" : "", current.shape.tokens, current.shape.hidden,
+                         current.shape.num_blocks);
   int trials = 0;
   for (bool progress = true; progress && trials < 400;) {
     progress = false;
     for (auto& [what, candidate] : reductions(current)) {
       ++trials;
-      if (to_string(run_case(candidate, *backend, options).disposition) != target) continue;
+      const CaseResult trial = run_case(candidate, *backend, options);
+      // A wrong answer must stay wrong: "not-rejected" alone also holds once the bug is gone.
+      if (to_string(trial.disposition) != target || went_wrong(trial) != went_wrong(original)) continue;
       out.text += fmt::format("  kept: {}\n", what);
       current = std::move(candidate);
       progress = true;

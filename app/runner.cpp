@@ -47,10 +47,9 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
       if (std::isnan(got)) ++c.nan_count;
       else if (std::isinf(got)) ++c.inf_count;
       // A non-finite value only matches the same non-finite reference (torch's equal_nan=False).
-      double diff;
-      if (std::isfinite(got) && std::isfinite(want)) diff = std::fabs(got - want);
-      else diff = (got == want) ? 0.0 : INFINITY;
-      if (!(diff <= atol + rtol * std::fabs(want))) ++c.mismatched;
+      const bool finite = std::isfinite(got) && std::isfinite(want);
+      const double diff = finite ? std::fabs(got - want) : (got == want ? 0.0 : INFINITY);
+      if (!(got == want || (finite && diff <= atol + rtol * std::fabs(want)))) ++c.mismatched;
       if (diff > worst) {
         worst = diff;
         c.worst_token = t;

@@ -98,7 +98,7 @@ DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& i
     return without_native(fmt::format("{} ({}) has no native kernel (native targets sm_90 and sm_100 families)",
                                       arch, device.name));
   if (!*image)
-    return without_native(fmt::format("{} device, but this build holds no {} image of the native kernel", arch, family));
+    return without_native(fmt::format("this build holds no {} image of the native kernel for this {} device", family, arch));
   if (auto unsupported = native_unsupported_reason(request)) return without_native(*unsupported);
 
   decision.path = KernelPath::native;

@@ -1,1 +1,112 @@
 #include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
+
+std::string case_text(const std::string& name, int T = 2, int padding = 0, const std::string& extra = "") {
+  return json{{"schema_version", 1}, {"name", name}, {"T", T}, {"H", 512}, {"max_blocks", 2}, {"num_blocks", 2},
+              {"tensors", {{"prefix", {{"row_padding", padding}}}}}}
+             .dump()
+             .insert(1, extra);
+}
+
+TEST(Cli, ParsesRunOptions) {
+  const Invocation inv = parse({"run", "cases", "more.json", "--json", "r.json", "--junit", "r.xml", "--filter", "public-*",
+                                "--filter", "seed*", "--shard", "2/3", "--no-layout-guard", "--backend", "cpu",
+                                "--device-model", "sm_100"});
+  EXPECT_EQ(inv.command, Command::run);
+  EXPECT_EQ(inv.run.paths, (std::vector<std::string>{"cases", "more.json"}));
+  EXPECT_EQ(inv.run.filters.size(), 2u);
+  EXPECT_EQ(inv.run.shard, "2/3");
+  EXPECT_TRUE(inv.run.no_layout_guard);
+  EXPECT_EQ(inv.backend.backend, "cpu");
+  EXPECT_EQ(inv.backend.device_model, "sm_100");
+}
+
+TEST(Cli, UsageErrors) {
+  EXPECT_THROW(parse({}), UsageError);
+  EXPECT_THROW(parse({"run"}), UsageError);
+  EXPECT_THROW(parse({"run", "x", "--bogus"}), UsageError);
+  EXPECT_THROW(parse({"run", "x", "--backend", "tpu"}), UsageError);
+  EXPECT_THROW(parse({"bench", "--tokens", "0"}), UsageError);
+  EXPECT_FALSE(parse({"run", "--help"}).help.empty());
+  EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}), UsageError);
+  EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model", "x"}), UsageError);
+}
+
+TEST(Cli, BadCaseFileExitsTwoNamingFileAndPointerAndKeepsOtherCases) {
+  TempDir dir;
+  dir.file("good.json", case_text("good"));
+  const std::string bad = dir.file("bad.json", case_text("bad", 2, -3));
+  const CommandOutput out = run_cli({"run", dir.path().string(), "--backend", "cpu"});
+  EXPECT_EQ(out.exit_code, kExitBadInput);
+  EXPECT_NE(out.text.find(bad + ": /tensors/prefix/row_padding: must be in [0, 2^20], got -3"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("passed"), std::string::npos);
+  EXPECT_NE(out.text.find("good"), std::string::npos);
+}
+
+TEST(Cli, ExitCodeFollowsExpectations) {
+  TempDir dir;
+  const std::string good = dir.file("good.json", case_text("good"));
+  EXPECT_EQ(run_cli({"run", good, "--backend", "cpu"}).exit_code, kExitOk);
+  const std::string padded = dir.file("padded.json", case_text("padded", 2, 1));
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu"}).exit_code, kExitUnmet);  // unexpected rejection
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--device-model", "sm_86"}).exit_code, kExitOk);  // portable
+  const CommandOutput none = run_cli({"run", good, "--backend", "cpu", "--device-model", "none"});
+  EXPECT_EQ(none.exit_code, kExitUnmet);
+  EXPECT_NE(none.text.find("not-run"), std::string::npos);
+  EXPECT_EQ(run_cli({"run", good, "--backend", "cpu", "--device-model", "none", "--allow-not-run"}).exit_code, kExitOk);
+}
+
+TEST(Cli, InterestingnessTestByDisposition) {
+  TempDir dir;
+  const std::string padded = dir.file("padded.json", case_text("padded", 2, 1));
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--interesting", "unexpected-rejection"}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--interesting", "passed"}).exit_code, kExitUnmet);
+  EXPECT_THROW(run_cli({"run", padded, "--backend", "cpu", "--interesting", "nope"}), UsageError);
+}
+
+TEST(Cli, FilterShardAndReports) {
+  TempDir dir;
+  const std::string cases = testing::source_path("cases/guard.json");
+  const std::string json_path = (dir.path() / "r.json").string(), junit_path = (dir.path() / "r.xml").string();
+  const CommandOutput out = run_cli({"run", cases, "--backend", "cpu", "--filter", "guard-*", "--shard", "1/2", "--json",
+                                     json_path, "--junit", junit_path});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  json report;
+  std::ifstream(json_path) >> report;
+  ASSERT_EQ(report["cases"].size(), 2u);  // guard-* matches 4; shard 1 of 2 keeps the 1st and 3rd
+  EXPECT_EQ(report["cases"][0]["name"], "guard-delta-stride");
+  EXPECT_EQ(report["cases"][1]["name"], "guard-no-delta-prefix-stride");
+  std::ifstream junit(junit_path);
+  const std::string xml((std::istreambuf_iterator<char>(junit)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("tests=\"2\""), std::string::npos);
+}
+
+TEST(Cli, InfoReportsEveryDecisionForAModelledDevice) {
+  const CommandOutput out = run_cli({"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model",
+                                     "sm_100", "--native-images", "sm_90a"});
+  EXPECT_EQ(out.exit_code, kExitOk);
+  EXPECT_NE(out.text.find("device: modelled sm_100 (sm_100)"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("dispatcher sees: sm_90a image yes, sm_100a image no"), std::string::npos);
+  EXPECT_NE(out.text.find("guard-padded-blocks-ok"), std::string::npos);
+  EXPECT_NE(out.text.find("portable  this build holds no sm_100a image of the native kernel for this sm_100 device"), std::string::npos);
+  EXPECT_NE(out.text.find("not-run   case requires the native kernel, but this build holds no sm_100a image"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnres

@@ -1,1 +1,111 @@
 #include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "app/host_tensors.h"
+#include "kernels/philox.h"
+
+namespace attnres {
+namespace {
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f808000u)), 0x3f80);  // tie, even stays
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f818000u)), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(float_to_bf16(bits_float(0x3f808001u)), 0x3f81);  // above the tie
+  EXPECT_EQ(float_to_bf16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  EXPECT_EQ(float_to_bf16(INFINITY), 0x7f80);
+  EXPECT_FLOAT_EQ(bf16_to_float(kCanaryBits), 5.15625f);
+  EXPECT_TRUE(std::isnan(bf16_to_float(kPoisonBits)));
+}
+
+// Known-answer vectors of Random123's kat_vectors for philox4x32-10.
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  const Philox4x32 zero = philox4x32_10(Philox4x32{{0, 0, 0, 0}}, 0, 0);
+  EXPECT_EQ(zero.v[0], 0x6627e8d5u);
+  EXPECT_EQ(zero.v[1], 0xe169c58du);
+  EXPECT_EQ(zero.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(zero.v[3], 0x9b00dbd8u);
+  const Philox4x32 ones = philox4x32_10(Philox4x32{{~0u, ~0u, ~0u, ~0u}}, ~0u, ~0u);
+  EXPECT_EQ(ones.v[0], 0x408f276du);
+  EXPECT_EQ(ones.v[1], 0x41c83b0eu);
+  EXPECT_EQ(ones.v[2], 0xa20bc7c6u);
+  EXPECT_EQ(ones.v[3], 0x6d5451fdu);
+}
+
+TEST(Generator, SameSeedSameBitsOtherTensorOtherBits) {
+  const ResolvedDistribution normal{DistributionKind::normal, 0.0, 1.0};
+  const GeneratorKey a = make_generator_key(42, "prefix"), b = make_generator_key(42, "delta");
+  int same = 0;
+  for (std::uint64_t i = 0; i < 1000; ++i) {
+    EXPECT_EQ(generate_bf16(a, normal, i), generate_bf16(make_generator_key(42, "prefix"), normal, i));
+    same += generate_bf16(a, normal, i) == generate_bf16(b, normal, i);
+  }
+  EXPECT_LT(same, 50);
+}
+
+TEST(Generator, NormalHasUnitMomentsAndBoundedTails) {
+  const ResolvedDistribution normal{DistributionKind::normal, 0.5, 2.0};
+  const GeneratorKey key = make_generator_key(7, "blocks");
+  double sum = 0, squares = 0, extreme = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const double v = bf16_to_float(generate_bf16(key, normal, std::uint64_t(i)));
+    sum += v;
+    squares += (v - 0.5) * (v - 0.5);
+    extreme = std::fmax(extreme, std::fabs(v - 0.5));
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.02);
+  EXPECT_NEAR(std::sqrt(squares / n), 2.0, 0.02);
+  EXPECT_LE(extreme, 2.0 * 3.4642 + 0.05);  // Irwin-Hall(4) is bounded at sqrt(12)
+}
+
+TEST(Generator, UniformAndConstant) {
+  const GeneratorKey key = make_generator_key(1, "x");
+  const ResolvedDistribution uniform{DistributionKind::uniform, -1.0, 3.0};  // [-1, 2)
+  for (int i = 0; i < 10000; ++i) {
+    const float v = bf16_to_float(generate_bf16(key, uniform, std::uint64_t(i)));
+    EXPECT_GE(v, -1.0f);
+    EXPECT_LE(v, 2.0f);
+  }
+  EXPECT_EQ(generate_bf16(key, {DistributionKind::constant, 0.25, 0.0}, 99), float_to_bf16(0.25f));
+}
+
+TEST(Generator, LogicalValuesDoNotDependOnPaddingAndPaddingHoldsCanaries) {
+  CaseSpec dense = default_case("d", 5, 64, 3, 2);
+  dense.seed = 99;
+  CaseSpec padded = dense;
+  padded.prefix_row_stride = 71;
+  padded.blocks_row_stride = 80;
+  padded.output_row_stride = 65;
+  const CaseTensors a = make_case_tensors(dense), b = make_case_tensors(padded);
+  for (std::int64_t t = 0; t < 5; ++t) {
+    for (std::int64_t h = 0; h < 64; ++h) {
+      EXPECT_EQ(a.prefix.at(t, h), b.prefix.at(t, h));
+      EXPECT_EQ(b.output.at(t, h), kPoisonBits);
+    }
+    for (std::int64_t h = 64; h < 71; ++h) EXPECT_EQ(b.prefix.at(t, h), kCanaryBits);
+    EXPECT_EQ(b.output.at(t, 64), kCanaryBits);
+  }
+  for (std::int64_t row = 0; row < 15; ++row)
+    for (std::int64_t h = 0; h < 64; ++h) EXPECT_EQ(a.blocks.at(row, h), b.blocks.at(row, h));
+  EXPECT_EQ(checksum(a.prefix), checksum(b.prefix));
+  EXPECT_EQ(checksum(a.blocks), checksum(b.blocks));
+  EXPECT_NE(checksum(a.prefix), checksum(a.delta));
+  for (std::int64_t k = 0; k < kGuardElements; ++k) {
+    EXPECT_EQ(b.prefix.storage[std::size_t(k)], kCanaryBits);
+    EXPECT_EQ(b.prefix.storage[b.prefix.storage.size() - 1 - std::size_t(k)], kCanaryBits);
+  }
+}
+
+TEST(Generator, QkWeightIsScaledByInverseSqrtHidden) {
+  const CaseSpec spec = default_case("q", 1, 4096, 1, 1);
+  const CaseTensors t = make_case_tensors(spec);
+  double squares = 0;
+  for (std::int64_t h = 0; h < 4096; ++h) squares += std::pow(bf16_to_float(t.qk_weight.at(0, h)), 2);
+  EXPECT_NEAR(std::sqrt(squares / 4096), 1.0 / 64.0, 0.001);
+}
+
+}  // namespace
+}  // namespace attnres

@@ -1,1 +1,91 @@
 #include <gtest/gtest.h>
+
+#include "app/report.h"
+
+namespace attnres {
+namespace {
+
+std::vector<CaseResult> sample() {
+  CaseResult passed;
+  passed.name = "ok";
+  passed.location = "cases/a.json#/0";
+  passed.disposition = Disposition::passed;
+  passed.path = KernelPath::native;
+  passed.dispatch_reason = "sm_90 device";
+  passed.comparison = Comparison{};
+  passed.comparison->total = 100;
+  passed.comparison->max_abs_error = 0.01;
+  passed.seconds = 0.5;
+  CaseResult failed = passed;
+  failed.name = "bad<&>";
+  failed.disposition = Disposition::failed;
+  failed.detail = "max-abs error 6.66 \"quoted\"";
+  failed.comparison->mismatched = 7;
+  failed.violations.push_back({"prefix", "padding canary overwritten", 1, 7168, 3});
+  CaseResult skipped = passed;
+  skipped.name = "gpu-only";
+  skipped.location = "cases/b.json";
+  skipped.disposition = Disposition::not_run;
+  skipped.comparison.reset();
+  skipped.detail = "no CUDA device";
+  CaseResult broken = skipped;
+  broken.name = "crash";
+  broken.disposition = Disposition::error;
+  broken.detail = "cudaMalloc failed";
+  return {passed, failed, skipped, broken};
+}
+
+const RunContext kContext{"cpu", "modelled sm_90 (sm_90)", {"sm_90a"}, "run cases"};
+
+TEST(Reports, SummaryCountsEveryDisposition) {
+  const std::vector<CaseLoadError> errors = {{"cases/c.json", "/T", "must be an integer"}};
+  const RunSummary s = summarize(sample(), errors);
+  EXPECT_EQ(s.total, 4);
+  EXPECT_EQ(s.met, 1);
+  EXPECT_EQ(s.by_disposition[int(Disposition::failed)], 1);
+  EXPECT_FALSE(s.all_met());
+  EXPECT_TRUE(summarize({sample()[0]}, {}).all_met());
+}
+
+TEST(Reports, TableHasNoColourUnlessAsked) {
+  const std::string plain = format_table(sample(), {}, kContext, false);
+  EXPECT_EQ(plain.find('\033'), std::string::npos);
+  EXPECT_NE(plain.find("failed"), std::string::npos);
+  EXPECT_NE(plain.find("7/100"), std::string::npos);
+  EXPECT_NE(plain.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error: 3 did not meet its expectation"), std::string::npos);
+  EXPECT_NE(format_table(sample(), {}, kContext, true).find("\033[31m"), std::string::npos);
+}
+
+TEST(Reports, JsonIsVersionedAndComplete) {
+  const nlohmann::json j = report_json(sample(), {{"cases/c.json", "/T", "must be an integer"}}, kContext);
+  EXPECT_EQ(j["schema"], "attnres-check/report");
+  EXPECT_EQ(j["schema_version"], kReportSchemaVersion);
+  EXPECT_EQ(j["summary"]["total"], 4);
+  EXPECT_EQ(j["summary"]["all_met"], false);
+  EXPECT_EQ(j["summary"]["by_disposition"]["not-run"], 1);
+  EXPECT_EQ(j["load_errors"][0]["pointer"], "/T");
+  const auto& failed = j["cases"][1];
+  EXPECT_EQ(failed["disposition"], "failed");
+  EXPECT_EQ(failed["meets_expectation"], false);
+  EXPECT_EQ(failed["path"], "native");
+  EXPECT_EQ(failed["comparison"]["mismatched"], 7);
+  EXPECT_EQ(failed["violations"][0]["col"], 7168);
+  EXPECT_TRUE(j["cases"][2]["comparison"].is_null());
+}
+
+TEST(Reports, JunitGroupsByFileAndEscapes) {
+  const std::string xml = junit_xml(sample(), {{"cases/c.json", "", "not valid JSON"}});
+  EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
+  EXPECT_NE(xml.find("<testsuites name=\"attnres-check\" tests=\"5\" failures=\"1\" errors=\"2\" skipped=\"1\""),
+            std::string::npos);
+  EXPECT_NE(xml.find("<testsuite name=\"cases/a.json\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\""), std::string::npos);
+  EXPECT_NE(xml.find("name=\"bad&lt;&amp;&gt;\""), std::string::npos);
+  EXPECT_NE(xml.find("<failure type=\"failed\" message=\"max-abs error 6.66 &quot;quoted&quot;\">"), std::string::npos);
+  EXPECT_NE(xml.find("<skipped message=\"no CUDA device\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<error type=\"error\" message=\"cudaMalloc failed\">"), std::string::npos);
+  EXPECT_NE(xml.find("<error type=\"bad-case\" message=\"not valid JSON\">"), std::string::npos);
+  EXPECT_EQ(xml.find("<&>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnres

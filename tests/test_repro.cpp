@@ -1,1 +1,199 @@
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "app/safetensors.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::TempDir;
+
+CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
+
+// The seed repro's shape at a size that runs in a blink: the bug needs only padded prefix rows.
+std::string padded_case(const TempDir& dir) {
+  return dir.file("bug.json", json{{"schema_version", 1},
+                                   {"name", "bug"},
+                                   {"T", 24},
+                                   {"H", 512},
+                                   {"max_blocks", 8},
+                                   {"num_blocks", 4},
+                                   {"seed", 5},
+                                   {"kernel", "native"},
+                                   {"tensors", {{"prefix", {{"row_stride", 519}}}}},
+                                   {"expect", {{"verdict", "reject"}}}}
+                                  .dump());
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(Safetensors, WritesWhatItReadsBack) {
+  TempDir dir;
+  SafetensorsFile file;
+  file.metadata["k"] = "v";
+  file.tensors.push_back({"a", "BF16", {2, 3}, std::vector<unsigned char>(12, 7)});
+  file.tensors.push_back({"b", "F64", {1}, std::vector<unsigned char>(8, 1)});
+  const std::string path = (dir.path() / "t.safetensors").string();
+  write_safetensors(path, file);
+  const SafetensorsFile back = read_safetensors(path);
+  EXPECT_EQ(back.metadata.at("k"), "v");
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_EQ(back.find("a")->shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(back.find("a")->bytes, file.tensors[0].bytes);
+  EXPECT_EQ(back.find("b")->dtype, "F64");
+  const std::string raw = read(path);
+  std::uint64_t header = 0;
+  for (int i = 0; i < 8; ++i) header |= std::uint64_t(static_cast<unsigned char>(raw[std::size_t(i)])) << (8 * i);
+  EXPECT_EQ((8 + header) % 8, 0u);  // data starts 8-byte aligned
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    read_safetensors(path);
+  } catch (const SafetensorsError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Safetensors, MalformedFilesAreClearErrors) {
+  TempDir dir;
+  SafetensorsFile file;
+  file.tensors.push_back({"a", "BF16", {4}, std::vector<unsigned char>(8, 0)});
+  const std::string good = (dir.path() / "good.safetensors").string();
+  write_safetensors(good, file);
+  const std::string raw = read(good);
+  auto variant = [&](const std::string& name, const std::string& bytes) { return dir.file(name, bytes); };
+  const std::string tiny = variant("tiny", raw.substr(0, 5));
+  EXPECT_EQ(error_of(tiny), tiny + ": truncated: 5 bytes, shorter than the 8-byte header length");
+  const std::string cut = variant("cut", raw.substr(0, raw.size() - 3));
+  EXPECT_NE(error_of(cut).find("/a/data_offsets: [0, 8] lies outside the 5-byte data (file truncated?)"), std::string::npos);
+  std::string huge = raw;
+  huge[7] = char(0x7f);
+  EXPECT_NE(error_of(variant("huge", huge)).find("does not fit"), std::string::npos);
+  std::string garbled = raw;
+  garbled[8] = '[';
+  garbled[9] = '[';
+  EXPECT_NE(error_of(variant("garbled", garbled)).find("header is not valid JSON"), std::string::npos);
+  std::string header = "{\"a\":{\"dtype\":\"BF16\",\"shape\":[5],\"data_offsets\":[0,8]}}";
+  std::string wrong_size(8, '\0');
+  wrong_size[0] = char(header.size());
+  EXPECT_NE(error_of(variant("size", wrong_size + header + std::string(8, '\0'))).find("/a/data_offsets: 8 bytes for shape [5] of BF16"),
+            std::string::npos);
+  EXPECT_EQ(error_of((dir.path() / "missing").string()), (dir.path() / "missing").string() + ": cannot open file");
+}
+
+TEST(Repro, BundleHoldsEverythingToReplay) {
+  TempDir dir;
+  const std::string bug = padded_case(dir);
+  const fs::path bundle = dir.path() / "bundle";
+  const CommandOutput out =
+      run_cli({"repro", bug, "--out", bundle.string(), "--backend", "cpu", "--no-layout-guard"});
+  EXPECT_EQ(out.exit_code, kExitUnmet);  // the unguarded kernel ran although a rejection was expected
+  EXPECT_NE(out.text.find("bug: not-rejected"), std::string::npos) << out.text;
+  for (const char* f : {"REPORT.md", "case.json", "inputs.safetensors", "outputs.safetensors", "environment.json",
+                        "result.json", "replay.sh", "repro.py"})
+    EXPECT_TRUE(fs::exists(bundle / f)) << f;
+
+  const std::string report = read(bundle / "REPORT.md");
+  EXPECT_NE(report.find("# AttnRes: `bug` is not-rejected"), std::string::npos);
+  EXPECT_NE(report.find("Mismatched elements:"), std::string::npos);
+  EXPECT_NE(report.find("NaN in output: 0, Inf in output: 0; no CUDA fault"), std::string::npos);
+  EXPECT_NE(report.find("prefix: padding canary overwritten"), std::string::npos);
+  EXPECT_NE(report.find("attnres-check run case.json --backend cpu --device-model sm_90 --no-layout-guard"), std::string::npos);
+  const json env = json::parse(read(bundle / "environment.json"));
+  EXPECT_TRUE(env.contains("git_revision"));
+  EXPECT_TRUE(env.contains("cuda_runtime"));
+  EXPECT_EQ(env["native_images_in_build"].size(), 2u);
+
+  const SafetensorsFile inputs = read_safetensors((bundle / "inputs.safetensors").string());
+  EXPECT_EQ(inputs.metadata.at("prefix.shape"), "[24,512]");
+  EXPECT_EQ(inputs.metadata.at("prefix.stride"), "[519,1]");
+  EXPECT_EQ(inputs.metadata.at("blocks.stride"), "[4096,512,1]");
+  EXPECT_EQ(inputs.find("prefix")->shape, (std::vector<std::int64_t>{24 * 519}));
+  const SafetensorsFile outputs = read_safetensors((bundle / "outputs.safetensors").string());
+  EXPECT_EQ(outputs.find("reference_output")->dtype, "F64");
+  EXPECT_EQ(outputs.find("output")->shape, (std::vector<std::int64_t>{24 * 512}));
+
+  // The bundle's case regenerates the same inputs; replaying the captured tensors agrees too.
+  const std::string json_a = (dir.path() / "a.json").string(), json_b = (dir.path() / "b.json").string();
+  run_cli({"run", (bundle / "case.json").string(), "--backend", "cpu", "--no-layout-guard", "--json", json_a});
+  run_cli({"run", (bundle / "case.json").string(), "--inputs", (bundle / "inputs.safetensors").string(), "--backend", "cpu",
+           "--no-layout-guard", "--json", json_b});
+  const json a = json::parse(read(json_a)), b = json::parse(read(json_b));
+  EXPECT_EQ(a["cases"][0]["input_checksums"], b["cases"][0]["input_checksums"]);
+  EXPECT_EQ(a["cases"][0]["input_checksums"]["prefix"], inputs.metadata.at("checksum.prefix"));
+  EXPECT_EQ(a["cases"][0]["disposition"], "not-rejected");
+  EXPECT_EQ(b["cases"][0]["disposition"], "not-rejected");
+  EXPECT_EQ(a["cases"][0]["comparison"]["max_abs_error"], b["cases"][0]["comparison"]["max_abs_error"]);
+  // Guarded, the replay is refused like the original.
+  EXPECT_EQ(run_cli({"run", (bundle / "case.json").string(), "--inputs", (bundle / "inputs.safetensors").string(),
+                     "--backend", "cpu"})
+                .exit_code,
+            kExitOk);
+}
+
+TEST(Repro, ReplayOfDenseTensorsWithoutMetadata) {
+  // Tensors saved straight from a model run: dense, no strides in __metadata__.
+  TempDir dir;
+  const std::string case_path = dir.file("c.json", json{{"schema_version", 1}, {"name", "replay"}, {"T", 1}, {"H", 8},
+                                                       {"max_blocks", 1}, {"num_blocks", 1}, {"has_output_norm", false}}
+                                                      .dump());
+  auto bf16s = [](std::vector<float> values) {
+    std::vector<unsigned char> bytes;
+    for (float v : values) {
+      const bf16_bits b = float_to_bf16(v);
+      bytes.push_back(static_cast<unsigned char>(b));
+      bytes.push_back(static_cast<unsigned char>(b >> 8));
+    }
+    return bytes;
+  };
+  SafetensorsFile file;
+  file.tensors.push_back({"prefix", "BF16", {1, 8}, bf16s({1, 1, 1, 1, 1, 1, 1, 1})});
+  file.tensors.push_back({"blocks", "BF16", {1, 1, 8}, bf16s({3, 3, 3, 3, 3, 3, 3, 3})});
+  file.tensors.push_back({"norm_weight", "BF16", {8}, bf16s({1, 1, 1, 1, 1, 1, 1, 1})});
+  file.tensors.push_back({"qk_weight", "BF16", {8}, bf16s({0, 0, 0, 0, 0, 0, 0, 0})});
+  const std::string path = (dir.path() / "captured.safetensors").string();
+  write_safetensors(path, file);
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", case_path, "--inputs", path, "--backend", "cpu", "--json", report});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  const json r = json::parse(read(report));
+  EXPECT_EQ(r["cases"][0]["disposition"], "passed");
+  EXPECT_DOUBLE_EQ(r["cases"][0]["comparison"]["worst_reference"].get<double>(), 2.0);  // mean of 1 and 3
+
+  file.tensors[1].shape = {1, 8};  // blocks must be [T, MAXB, H]
+  write_safetensors(path, file);
+  EXPECT_THROW(run_cli({"run", case_path, "--inputs", path, "--backend", "cpu"}), SafetensorsError);
+}
+
+TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {
+  TempDir dir;
+  const std::string bug = padded_case(dir);
+  const std::string out_path = (dir.path() / "small.json").string();
+  const CommandOutput out =
+      run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  const json small = json::parse(read(out_path));
+  EXPECT_LT(small["T"].get<int>(), 24);
+  EXPECT_LE(small["num_blocks"].get<int>(), 1);
+  EXPECT_GT(small["tensors"]["prefix"]["row_stride"].get<int>(), small["H"].get<int>());  // the bug needs the padding
+  const CommandOutput again = run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"});
+  EXPECT_EQ(again.exit_code, kExitOk) << again.text;
+  EXPECT_EQ(run_cli({"shrink", bug, "--backend", "cpu", "--verdict", "passed"}).exit_code, kExitUnmet);
+}
+
+}  // namespace
+}  // namespace attnres

@@ -1,1 +1,207 @@
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "app/runner.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/cuda_check.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+// A modelled H200 whose "kernel" is any function: the CPU stand-in, or one that misbehaves.
+class FakeBackend : public Backend {
+ public:
+  explicit FakeBackend(std::function<void(CaseTensors&)> kernel) : kernel_(std::move(kernel)) {}
+  std::string name() const override { return "fake"; }
+  DeviceDescription device() const override { return {true, "fake H200", 9, 0}; }
+  NativeImages native_images() const override { return {true, true}; }
+  void execute(const DispatchDecision&, bool, CaseTensors& t) override { kernel_(t); }
+  std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
+  bool usable() const override { return usable_; }
+  bool usable_ = true;
+
+ private:
+  std::function<void(CaseTensors&)> kernel_;
+};
+
+void correct(CaseTensors& t) { cpu_portable_kernel(t.args()); }
+
+CaseSpec small_case(std::string name = "small") {
+  CaseSpec spec = default_case(std::move(name), 5, 512, 4, 3);
+  spec.seed = testing::fresh_seed();
+  spec.shape.block_write_idx = 1;
+  return spec;
+}
+
+TEST(Runner, BundledCasesMeetTheirExpectationsOnTheCpuStandIns) {
+  const LoadedCases loaded = load_cases({testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                                         testing::source_path("cases/fallback.json"),
+                                         testing::source_path("cases/portable-padded.json")});
+  ASSERT_TRUE(loaded.errors.empty());
+  auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
+  int rejected = 0, portable = 0;
+  for (const CaseSpec& spec : loaded.cases) {
+    const CaseResult r = run_case(spec, *backend, RunOptions{});
+    EXPECT_TRUE(meets_expectation(r.disposition)) << spec.name << ": " << to_string(r.disposition) << ": " << r.detail;
+    rejected += r.disposition == Disposition::rejected_as_expected;
+    portable += r.path == KernelPath::portable;
+    if (r.comparison) {
+      EXPECT_EQ(r.comparison->nan_count, 0);
+      EXPECT_TRUE(r.comparison->exact_state());
+    }
+  }
+  EXPECT_EQ(rejected, 4);
+  EXPECT_GE(portable, 16);
+}
+
+TEST(Runner, PassedCarriesMetricsAndChecksums) {
+  FakeBackend backend(correct);
+  const CaseResult r = run_case(small_case(), backend, RunOptions{});
+  ASSERT_EQ(r.disposition, Disposition::passed) << r.detail;
+  ASSERT_TRUE(r.comparison);
+  EXPECT_EQ(r.comparison->reference, "cpu-float64");
+  EXPECT_EQ(r.comparison->total, 5 * 512);
+  EXPECT_GT(r.comparison->max_abs_error, 0.0);  // bf16 output: never bit-equal to float64
+  EXPECT_LT(r.comparison->max_abs_error, 0.05);
+  EXPECT_EQ(r.input_checksums.size(), 6u);  // output has none
+  EXPECT_EQ(r.path, KernelPath::native);
+}
+
+TEST(Runner, UnwrittenOutputIsAMemoryViolation) {
+  FakeBackend backend([](CaseTensors& t) {
+    correct(t);
+    t.output.at(3, 100) = kPoisonBits;
+  });
+  const CaseResult r = run_case(small_case(), backend, RunOptions{});
+  ASSERT_EQ(r.disposition, Disposition::memory_violation);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_EQ(r.violations[0].to_string(), "output: output element not written (still poison) at row 3 col 100 (1 elements)");
+  EXPECT_EQ(r.comparison->nan_count, 1);
+}
+
+TEST(Runner, PaddingGuardAndInputDamageAreLocated) {
+  CaseSpec spec = small_case();
+  spec.kernel = KernelChoice::portable;  // padded output rows: the native entry would refuse
+  spec.output_row_stride = 520;
+  FakeBackend backend([](CaseTensors& t) {
+    correct(t);
+    t.output.at(2, 515) = 0;                                  // row padding
+    t.blocks.storage[t.blocks.storage.size() - 1] = 0;        // guard region after blocks
+    t.delta.at(4, 7) ^= 1;                                    // an input that must not change
+    t.blocks.at(0 * 4 + 3, 0) ^= 1;                           // an unused block
+  });
+  const CaseResult r = run_case(spec, backend, RunOptions{});
+  ASSERT_EQ(r.disposition, Disposition::memory_violation);
+  std::vector<std::string> texts;
+  for (const auto& v : r.violations) texts.push_back(v.to_string());
+  const std::vector<std::string> expected = {
+      "delta: input modified at row 4 col 7 (1 elements)",
+      "blocks: guard region after the allocation overwritten at offset " + std::to_string(5 * 4 * 512 + 127) + " (1 elements)",
+      "blocks: input modified at row 3 col 0 (1 elements)",
+      "output: padding canary overwritten at row 2 col 515 (1 elements)"};
+  EXPECT_EQ(texts, expected);
+}
+
+TEST(Runner, OutOfToleranceAndInexactStateFail) {
+  FakeBackend off([](CaseTensors& t) {
+    correct(t);
+    for (int h = 0; h < 10; ++h) t.output.at(1, h) = float_to_bf16(bf16_to_float(t.output.at(1, h)) + 0.5f);
+  });
+  const CaseResult r = run_case(small_case(), off, RunOptions{});
+  ASSERT_EQ(r.disposition, Disposition::failed);
+  EXPECT_EQ(r.comparison->mismatched, 10);
+  EXPECT_EQ(r.comparison->mismatch_summary(), "Mismatched elements: 10 / 2560 (0.4%)");
+  EXPECT_EQ(r.comparison->worst_token, 1);
+  EXPECT_GT(r.comparison->max_abs_error, 0.4);
+
+  FakeBackend stale_block([](CaseTensors& t) {
+    correct(t);
+    t.blocks.at(2 * 4 + 1, 5) ^= 1;  // the written block of token 2
+  });
+  const CaseResult s = run_case(small_case(), stale_block, RunOptions{});
+  ASSERT_EQ(s.disposition, Disposition::failed);
+  EXPECT_EQ(s.comparison->blocks_mismatches, 1);
+  EXPECT_NE(s.detail.find("written block not bit-exact in 1 elements (first row 2 col 5"), std::string::npos) << s.detail;
+}
+
+TEST(Runner, RejectionExpectations) {
+  CaseSpec padded = small_case();
+  padded.prefix_row_stride = 513;
+  FakeBackend backend(correct);
+  const CaseResult unexpected = run_case(padded, backend, RunOptions{});
+  EXPECT_EQ(unexpected.disposition, Disposition::unexpected_rejection);
+  EXPECT_EQ(unexpected.rejection.value(),
+            "Kimi K3 AttnRes requires densely packed rows; got strides 513, 512, 512 for hidden_size 512");
+
+  padded.expect = Expectation::reject;
+  padded.expected_message = *unexpected.rejection;
+  EXPECT_EQ(run_case(padded, backend, RunOptions{}).disposition, Disposition::rejected_as_expected);
+  padded.expected_message = "something else";
+  const CaseResult other = run_case(padded, backend, RunOptions{});
+  EXPECT_EQ(other.disposition, Disposition::unexpected_rejection);
+  EXPECT_NE(other.detail.find("expected \"something else\""), std::string::npos);
+
+  CaseSpec dense = small_case();
+  dense.expect = Expectation::reject;
+  EXPECT_EQ(run_case(dense, backend, RunOptions{}).disposition, Disposition::not_rejected);
+}
+
+TEST(Runner, UnguardedSeedReproCorruptsSilently) {
+  const LoadedCases loaded = load_cases({testing::source_path("cases/guard.json")});
+  const CaseSpec& seed = loaded.cases.at(0);
+  ASSERT_EQ(seed.name, "seed-repro-prefix-stride-7175");
+  auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
+  EXPECT_EQ(run_case(seed, *backend, RunOptions{}).disposition, Disposition::rejected_as_expected);
+  RunOptions unguarded;
+  unguarded.disable_layout_guard = true;
+  const CaseResult r = run_case(seed, *backend, unguarded);
+  ASSERT_EQ(r.disposition, Disposition::not_rejected) << r.detail;
+  EXPECT_EQ(r.path, KernelPath::native);
+  EXPECT_FALSE(r.layout_guard);
+  EXPECT_GT(r.comparison->max_abs_error, 3.0);  // order of 6 against atol 0.08
+  EXPECT_EQ(r.comparison->nan_count, 0);
+  EXPECT_EQ(r.comparison->inf_count, 0);
+  EXPECT_GT(r.comparison->prefix_mismatches, 0);
+  ASSERT_FALSE(r.violations.empty());
+  EXPECT_EQ(r.violations[0].tensor, "prefix");
+  EXPECT_EQ(r.violations[0].kind, "padding canary overwritten");
+}
+
+TEST(Runner, NoDeviceIsNotRun) {
+  auto backend = make_cpu_backend(DeviceDescription{}, NativeImages{});
+  const CaseResult r = run_case(small_case(), *backend, RunOptions{});
+  EXPECT_EQ(r.disposition, Disposition::not_run);
+  EXPECT_EQ(r.detail, "no CUDA device");
+  EXPECT_FALSE(meets_expectation(r.disposition));
+}
+
+TEST(Runner, DeviceErrorsAreTheirCaseOnlyUntilTheContextIsLost) {
+  FakeBackend backend([](CaseTensors&) { throw CudaError("x.cu:1: launch failed: an illegal memory access", true); });
+  const CaseResult first = run_case(small_case(), backend, RunOptions{});
+  EXPECT_EQ(first.disposition, Disposition::error);
+  EXPECT_EQ(first.detail, "x.cu:1: launch failed: an illegal memory access");
+  backend.usable_ = false;
+  const CaseResult next = run_case(small_case(), backend, RunOptions{});
+  EXPECT_EQ(next.disposition, Disposition::error);
+  EXPECT_EQ(next.detail, "not attempted: an earlier fault left the CUDA context unusable");
+}
+
+TEST(Compare, NonFiniteValuesMismatchUnlessEqual) {
+  HostTensor out = make_tensor("output", 1, 4, 4);
+  out.at(0, 0) = float_to_bf16(1.0f);
+  out.at(0, 1) = float_to_bf16(NAN);
+  out.at(0, 2) = float_to_bf16(INFINITY);
+  out.at(0, 3) = float_to_bf16(INFINITY);
+  const Comparison c = compare_output(out, {1.0, 1.0, 1.0, INFINITY}, 0.0, 0.0);
+  EXPECT_EQ(c.mismatched, 2);
+  EXPECT_EQ(c.nan_count, 1);
+  EXPECT_EQ(c.inf_count, 2);
+  EXPECT_TRUE(std::isinf(c.max_abs_error));
+  EXPECT_EQ(c.worst_column, 1);
+}
+
+}  // namespace
+}  // namespace attnres

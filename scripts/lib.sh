@@ -1,0 +1,47 @@
+# Shared by scripts/run, scripts/test and scripts/device-check: find CUDA, install missing
+# Debian packages, configure and build into build/ (override with BUILD_DIR).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+
+find_cuda() {
+  if ! command -v nvcc >/dev/null 2>&1; then
+    for dir in /usr/local/cuda/bin /usr/local/cuda-13*/bin; do
+      [ -x "$dir/nvcc" ] && export PATH="$dir:$PATH" && break
+    done
+  fi
+  command -v nvcc >/dev/null 2>&1 || { echo "attnres-check: CUDA Toolkit 13 (nvcc) not found; install it first" >&2; exit 1; }
+  export CUDACXX="$(command -v nvcc)"
+}
+
+# Installs only what is missing, so a machine without network that has everything works too.
+install_missing_packages() {
+  local missing=()
+  [ -f /usr/include/CLI/CLI.hpp ] || missing+=(libcli11-dev)
+  [ -f /usr/include/fmt/format.h ] || missing+=(libfmt-dev)
+  [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
+  [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+  command -v g++ >/dev/null 2>&1 || missing+=(g++)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "attnres-check: installing ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+build() {
+  find_cuda
+  install_missing_packages
+  local generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+  fi
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+}
+
+has_gpu() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'
+}
