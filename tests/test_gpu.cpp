@@ -1,1 +1,175 @@
+// GPU tests (ctest label gpu): each skips where there is no CUDA device.
 #include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "app/backend.h"
+#include "app/host_tensors.h"
+#include "app/runner.h"
+#include "kernels/device_buffer.h"
+#include "kernels/launch.h"
+#include "kernels/layout_guard.h"
+#include "reference/cpu_reference.h"
+#include "reference/cublas_reference.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    backend_ = make_cuda_backend(why);
+    if (!backend_) GTEST_SKIP() << why;
+  }
+  bool native_here() const {
+    const NativeImages images = backend_->native_images();
+    return images.sm90a || images.sm100a;
+  }
+  CaseResult run(CaseSpec spec, KernelChoice choice) {
+    spec.kernel = choice;
+    spec.seed = testing::fresh_seed();
+    return run_case(spec, *backend_, RunOptions{});
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+void expect_passed(const CaseResult& r, const CaseSpec& spec) {
+  EXPECT_EQ(r.disposition, Disposition::passed) << spec.name << " T=" << spec.shape.tokens << " H=" << spec.shape.hidden
+                                                << " nb=" << spec.shape.num_blocks << ": " << r.detail;
+}
+
+TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
+  CaseSpec spec = default_case("gen", 37, 520, 3, 2);
+  spec.seed = testing::fresh_seed();
+  spec.blocks_row_stride = 531;
+  const CaseTensors host = make_case_tensors(spec);
+  const std::int64_t rows = 37 * 3;
+  DeviceBuffer<bf16_bits> device{std::size_t(rows * 531)};
+  generate_on_device(device.get(), rows, 520, 531, make_generator_key(spec.seed, "blocks"),
+                     resolve(spec.distributions[int(InputTensor::blocks)], 520), nullptr);
+  std::vector<bf16_bits> back(device.size());
+  ATTNRES_CUDA_CHECK(cudaMemcpy(back.data(), device.get(), device.bytes(), cudaMemcpyDeviceToHost));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t h = 0; h < 520; ++h) ASSERT_EQ(back[std::size_t(r * 531 + h)], host.blocks.at(r, h)) << r << "," << h;
+}
+
+TEST_F(Gpu, PortableKernelMatchesTheReferenceOnFreshInputs) {
+  struct Shape {
+    std::int64_t tokens;
+    int hidden, max_blocks, num_blocks, block_write_idx, padding;
+    bool delta, norm;
+  };
+  for (const Shape s : {Shape{7, 7168, 8, 8, 3, 7, true, true}, Shape{33, 512, 4, 4, -1, 0, true, true},
+                        Shape{5, 16384, 3, 2, 2, 8, false, true}, Shape{3, 8, 1, 0, -1, 1, true, false},
+                        Shape{64, 1000, 12, 12, 11, 0, true, true}}) {
+    CaseSpec spec = default_case("portable", s.tokens, s.hidden, s.max_blocks, s.num_blocks);
+    spec.shape.block_write_idx = s.block_write_idx;
+    spec.shape.has_delta = s.delta;
+    spec.shape.has_output_norm = s.norm;
+    spec.prefix_row_stride = spec.delta_row_stride = spec.output_row_stride = spec.blocks_row_stride = s.hidden + s.padding;
+    expect_passed(run(spec, KernelChoice::portable), spec);
+  }
+}
+
+TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
+  if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
+  for (int nb = 0; nb <= 8; ++nb)
+    for (int variant = 0; variant < 2; ++variant) {
+      CaseSpec spec = default_case("native", variant ? 320 : 3, 7168, 8, nb);
+      spec.shape.has_delta = variant == 0 || nb % 2 == 0;
+      spec.shape.has_output_norm = variant == 1 || nb % 3 == 0;
+      spec.shape.block_write_idx = variant ? nb / 2 : std::min(nb, 7);  // inside and outside the sources
+      const CaseResult r = run(spec, KernelChoice::native);
+      EXPECT_EQ(r.path, KernelPath::native);
+      expect_passed(r, spec);
+    }
+  for (const int hidden : {512, 4096, 15872}) {  // 15872 takes the 1024-thread variant
+    CaseSpec spec = default_case("native-h", 200, hidden, 8, 5);
+    spec.shape.block_write_idx = 6;
+    spec.blocks_row_stride = hidden + 8;
+    expect_passed(run(spec, KernelChoice::native), spec);
+  }
+}
+
+TEST_F(Gpu, NativeGuardRefusesBeforeLaunching) {
+  if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
+  CaseSpec spec = default_case("guard", 320, 7168, 8, 4);
+  spec.prefix_row_stride = 7175;
+  CaseTensors host = make_case_tensors(spec);
+  AttnResArgs args = host.layout();
+  DeviceBuffer<bf16_bits> prefix{host.prefix.storage.size()}, output{host.output.storage.size()};
+  ATTNRES_CUDA_CHECK(cudaMemcpy(output.get(), host.output.storage.data(), output.bytes(), cudaMemcpyHostToDevice));
+  args.prefix = prefix.get() + kGuardElements;
+  args.output = output.get() + kGuardElements;  // the other pointers stay null: nothing may be launched
+  try {
+    launch_native(args, true, nullptr);
+    FAIL() << "no LayoutError";
+  } catch (const LayoutError& e) {
+    EXPECT_STREQ(e.what(), "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
+  }
+  ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<bf16_bits> back(output.size());
+  ATTNRES_CUDA_CHECK(cudaMemcpy(back.data(), output.get(), output.bytes(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(back, host.output.storage);  // still poison and canaries
+}
+
+TEST_F(Gpu, UnguardedSeedReproShowsTheSilentCorruption) {
+  const LoadedCases loaded = load_cases({testing::source_path("cases/guard.json")});
+  const CaseSpec& seed = loaded.cases.at(0);
+  ASSERT_EQ(seed.name, "seed-repro-prefix-stride-7175");
+  RunOptions unguarded;
+  unguarded.disable_layout_guard = true;
+  const CaseResult r = run_case(seed, *backend_, unguarded);
+  ASSERT_EQ(r.disposition, Disposition::not_rejected) << r.detail;
+  EXPECT_GT(r.comparison->max_abs_error, 3.0);
+  EXPECT_EQ(r.comparison->nan_count, 0);
+  EXPECT_EQ(r.comparison->inf_count, 0);
+  ASSERT_FALSE(r.violations.empty());
+  EXPECT_EQ(r.violations[0].tensor, "prefix");
+  EXPECT_EQ(r.violations[0].kind, "padding canary overwritten");
+  EXPECT_EQ(run_case(seed, *backend_, RunOptions{}).disposition, Disposition::rejected_as_expected);
+}
+
+TEST_F(Gpu, CublasReferenceAgreesWithTheCpuReference) {
+  for (const int nb : {0, 3, 8}) {
+    CaseSpec spec = default_case("xcheck", 19, 7168, 8, nb);
+    spec.seed = testing::fresh_seed();
+    spec.shape.block_write_idx = nb == 3 ? 1 : -1;
+    spec.prefix_row_stride = 7175;
+    spec.blocks_row_stride = 7170;
+    const CaseTensors inputs = make_case_tensors(spec);
+    CaseTensors scratch = inputs;
+    const std::vector<double> cpu = cpu_reference(scratch.args());
+    const std::vector<double> gpu = backend_->device_reference(inputs).value();
+    ASSERT_EQ(cpu.size(), gpu.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) worst = std::fmax(worst, std::fabs(cpu[i] - gpu[i]) / (1.0 + std::fabs(cpu[i])));
+    EXPECT_LT(worst, 1e-10) << "num_blocks " << nb;
+  }
+}
+
+TEST_F(Gpu, BundledCasesMeetTheirExpectations) {
+  const LoadedCases loaded = load_cases({testing::source_path("cases")});
+  ASSERT_TRUE(loaded.errors.empty());
+  for (const CaseSpec& spec : loaded.cases) {
+    const CaseResult r = run_case(spec, *backend_, RunOptions{});
+    EXPECT_TRUE(meets_expectation(r.disposition)) << spec.name << ": " << to_string(r.disposition) << ": " << r.detail;
+    if (spec.name == "large-t4096-b8") EXPECT_EQ(r.comparison->reference, "cublas-float64");
+  }
+}
+
+TEST_F(Gpu, NativeImageQueryMatchesTheDevice) {
+  const DeviceDescription d = backend_->device();
+  const NativeImageQuery q = query_native_image();
+  if (d.cc_major == 9 && d.cc_minor == 0) {
+    EXPECT_TRUE(q.loadable) << q.detail;
+    EXPECT_EQ(q.binary_version, 90);
+  } else if (d.cc_major != 10) {
+    EXPECT_FALSE(q.loadable) << q.detail;
+  }
+}
+
+}  // namespace
+}  // namespace attnres
