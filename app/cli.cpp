@@ -58,14 +58,14 @@ Invocation parse(const std::vector<std::string>& args) {
   bench->add_option("--json", inv.bench.json_path, "also write the results as JSON here");
 
   CLI::App* repro = app.add_subcommand("repro", "write a bug-report bundle for a case");
-  repro->add_option("case", inv.repro.case_path, "case file")->required();
+  repro->add_option("case_file", inv.repro.case_path, "case file")->required();
   repro->add_option("--case", inv.repro.case_name, "which case of the file (by name)");
   repro->add_option("--out", inv.repro.out_dir, "bundle directory (default repro-<case name>)");
   repro->add_flag("--no-layout-guard", inv.repro.no_layout_guard, "run without the native kernel's stride guard");
   add_backend_options(repro, inv.backend);
 
   CLI::App* shrink = app.add_subcommand("shrink", "reduce a case while its disposition stays the same");
-  shrink->add_option("case", inv.shrink.case_path, "case file")->required();
+  shrink->add_option("case_file", inv.shrink.case_path, "case file")->required();
   shrink->add_option("--case", inv.shrink.case_name, "which case of the file (by name)");
   shrink->add_option("--out", inv.shrink.out_path, "where to write the smallest case (default <name>.shrunk.json)");
   shrink->add_option("--verdict", inv.shrink.verdict, "disposition to keep (default: the original case's)");
