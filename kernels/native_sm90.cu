@@ -12,6 +12,10 @@
 //    final output, p and the block row is written to global memory.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -107,36 +111,17 @@ struct alignas(8) Partial {
   float dot, squares;
 };
 
-// The CTA-wide sum of one (dot, squares) pair, over consumer threads; every consumer gets it.
-// Two scratch buffers alternate, so one barrier per reduction is enough.
-__device__ __forceinline__ Partial consumer_sum(Partial value, Partial (*scratch)[32], int& buffer, int warps,
-                                                int threads) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    value.dot += __shfl_xor_sync(0xffffffffu, value.dot, offset);
-    value.squares += __shfl_xor_sync(0xffffffffu, value.squares, offset);
-  }
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) scratch[buffer][warp] = value;
-  consumer_sync(threads);
-  Partial total{0.f, 0.f};
-  for (int w = 0; w < warps; ++w) {
-    const Partial p = scratch[buffer][w];
-    total.dot += p.dot;
-    total.squares += p.squares;
-  }
-  buffer ^= 1;
-  return total;
-}
-
 // MaxThreads only sets the register budget: 512 threads (H <= 7680, Kimi K3's 7168 included)
 // leave 128 registers a thread, enough to hold a row slice without spilling.
-template <int MaxThreads>
+// Group: sources whose (dot, squares) are reduced under one barrier; PerWarpRelease: one
+// mbarrier arrive per consumer warp instead of per thread.
+template <int MaxThreads, int Group, bool PerWarpRelease>
 __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kMaxWarps = MaxThreads / 32;
   extern __shared__ __align__(128) unsigned char ring[];  // stages x H bf16
   __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
-  __shared__ Partial scratch[2][32];
+  __shared__ Partial scratch[2][Group][kMaxWarps];
 
   const AttnResShape& s = a.shape;
   const int hidden = s.hidden;
@@ -152,7 +137,7 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(&full[i], 1);
-      mbar_init(&empty[i], consumer_threads);
+      mbar_init(&empty[i], PerWarpRelease ? consumer_warps : consumer_threads);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -178,6 +163,7 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
 
   // Consumers: thread c owns elements [8c, 8c+8) and [8(c+C), 8(c+C)+8), C = consumer threads.
   const int c = threadIdx.x;
+  const int lane = c % 32, warp = c / 32;
   int element[kVecsPerThread];
 #pragma unroll
   for (int v = 0; v < kVecsPerThread; ++v) element[v] = (c + v * consumer_threads) * kVec;
@@ -197,77 +183,148 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
   int stage = 0;
   std::uint32_t phase = 0;
   int buffer = 0;
-  // Reads this thread's slice of the next ring stage, then hands the stage back.
-  auto consume = [&](float* values) {
+  // Copies this thread's slice of the next ring stage into registers, then hands the stage back.
+  auto consume = [&](uint4* packed) {
     mbar_wait(&full[stage], phase);
     const unsigned char* base = ring + std::size_t(stage) * row_bytes;
 #pragma unroll
-    for (int v = 0; v < kVecsPerThread; ++v)
-      unpack(*reinterpret_cast<const uint4*>(base + element[v] * sizeof(bf16_bits)), values + v * kVec);
-    mbar_arrive(&empty[stage]);
+    for (int v = 0; v < kVecsPerThread; ++v) packed[v] = *reinterpret_cast<const uint4*>(base + element[v] * sizeof(bf16_bits));
+    if (PerWarpRelease) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[stage]);
+    } else {
+      mbar_arrive(&empty[stage]);
+    }
     if (++stage == stages) {
       stage = 0;
       phase ^= 1u;
     }
   };
+  // CTA-wide sums of `count` (dot, squares) pairs under one named barrier; two scratch
+  // buffers alternate, so the next group may write while stragglers still read this one.
+  auto reduce = [&](Partial* values, int count) {
+#pragma unroll
+    for (int g = 0; g < Group; ++g) {
+      if (g >= count) break;
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        values[g].dot += __shfl_xor_sync(0xffffffffu, values[g].dot, offset);
+        values[g].squares += __shfl_xor_sync(0xffffffffu, values[g].squares, offset);
+      }
+      if (lane == 0) scratch[buffer][g][warp] = values[g];
+    }
+    consumer_sync(consumer_threads);
+#pragma unroll
+    for (int g = 0; g < Group; ++g) {
+      if (g >= count) break;
+      Partial total{0.f, 0.f};
+#pragma unroll
+      for (int w = 0; w < kMaxWarps; ++w) {
+        if (w >= consumer_warps) break;
+        const Partial p = scratch[buffer][g][w];
+        total.dot += p.dot;
+        total.squares += p.squares;
+      }
+      values[g] = total;
+    }
+    buffer ^= 1;
+  };
 
   for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
-    float p[kElemsPerThread], v[kElemsPerThread], acc[kElemsPerThread];
-    consume(p);
-    if (s.has_delta) {
-      consume(v);
+    uint4 p_packed[kVecsPerThread];
+    {
+      uint4 prefix_packed[kVecsPerThread], delta_packed[kVecsPerThread];
+      consume(prefix_packed);
+      if (s.has_delta) consume(delta_packed);
 #pragma unroll
-      for (int i = 0; i < kElemsPerThread; ++i) p[i] = bf16_to_float(float_to_bf16(p[i] + v[i]));
-    }
+      for (int v = 0; v < kVecsPerThread; ++v) {
+        float x[kVec];
+        unpack(prefix_packed[v], x);
+        if (s.has_delta) {
+          float d[kVec];
+          unpack(delta_packed[v], d);
 #pragma unroll
-    for (int w = 0; w < kVecsPerThread; ++w) {
-      const uint4 packed = pack(p + w * kVec);
-      *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[w]) = packed;
-      if (write_block)
-        *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
-                                  std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[w]) = packed;
+          for (int i = 0; i < kVec; ++i) x[i] += d[i];
+        }
+        p_packed[v] = pack(x);
+        *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[v];
+        if (write_block)
+          *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
+                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[v];
+      }
     }
-    // Online softmax over sources: running max, running weight sum, rescaled accumulator.
-    float running_max = -INFINITY, weight_sum = 0.f;
+    // Online softmax over sources (p first, then the blocks; blocks[:, block_write_idx] is p),
+    // a group of sources at a time: running max, running weight sum, rescaled accumulator.
+    float running_max = -INFINITY, weight_sum = 0.f, acc[kElemsPerThread];
 #pragma unroll
     for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
-    auto fold = [&](const float* x) {
-      Partial partial{0.f, 0.f};
+    const int sources = s.num_blocks + 1;
+    for (int first = 0; first < sources; first += Group) {
+      const int count = min(Group, sources - first);
+      uint4 packed[Group][kVecsPerThread];
+      Partial partial[Group];
 #pragma unroll
-      for (int i = 0; i < kElemsPerThread; ++i) {
-        partial.dot = fmaf(x[i], gate[i], partial.dot);
-        partial.squares = fmaf(x[i], x[i], partial.squares);
+      for (int g = 0; g < Group; ++g) {
+        if (g >= count) break;
+        const int src = first + g;  // 0 is p; src >= 1 is block src - 1
+        if (src == 0 || src - 1 == s.block_write_idx) {
+#pragma unroll
+          for (int v = 0; v < kVecsPerThread; ++v) packed[g][v] = p_packed[v];
+        } else {
+          consume(packed[g]);
+        }
+        partial[g] = Partial{0.f, 0.f};
+#pragma unroll
+        for (int v = 0; v < kVecsPerThread; ++v) {
+          float x[kVec];
+          unpack(packed[g][v], x);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            partial[g].dot = fmaf(x[i], gate[v * kVec + i], partial[g].dot);
+            partial[g].squares = fmaf(x[i], x[i], partial[g].squares);
+          }
+        }
       }
-      const Partial total = consumer_sum(partial, scratch, buffer, consumer_warps, consumer_threads);
-      const float logit = total.dot * rsqrtf(total.squares * inv_hidden + s.eps);
-      const float new_max = fmaxf(running_max, logit);
-      const float rescale = __expf(running_max - new_max);  // 0 on the first source
-      const float weight = __expf(logit - new_max);
-      weight_sum = fmaf(weight_sum, rescale, weight);
+      reduce(partial, count);
+      float logit[Group], new_max = running_max;
 #pragma unroll
-      for (int i = 0; i < kElemsPerThread; ++i) acc[i] = fmaf(acc[i], rescale, weight * x[i]);
+      for (int g = 0; g < Group; ++g) {
+        if (g >= count) break;
+        logit[g] = partial[g].dot * rsqrtf(partial[g].squares * inv_hidden + s.eps);
+        new_max = fmaxf(new_max, logit[g]);
+      }
+      const float rescale = __expf(running_max - new_max);  // 0 on the first group
+      weight_sum *= rescale;
+#pragma unroll
+      for (int i = 0; i < kElemsPerThread; ++i) acc[i] *= rescale;
+#pragma unroll
+      for (int g = 0; g < Group; ++g) {
+        if (g >= count) break;
+        const float weight = __expf(logit[g] - new_max);
+        weight_sum += weight;
+#pragma unroll
+        for (int v = 0; v < kVecsPerThread; ++v) {
+          float x[kVec];
+          unpack(packed[g][v], x);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight, x[i], acc[v * kVec + i]);
+        }
+      }
       running_max = new_max;
-    };
-    fold(p);
-    for (int b = 0; b < s.num_blocks; ++b) {
-      if (b == s.block_write_idx) {
-        fold(p);  // blocks[:, block_write_idx] was just overwritten with p
-      } else {
-        consume(v);
-        fold(v);
-      }
     }
     const float inv_sum = 1.0f / weight_sum;
-    Partial squares{0.f, 0.f};
+    Partial squares[Group];
+    squares[0] = Partial{0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < kElemsPerThread; ++i) {
       acc[i] *= inv_sum;
-      squares.squares = fmaf(acc[i], acc[i], squares.squares);
+      squares[0].squares = fmaf(acc[i], acc[i], squares[0].squares);
     }
     float scale = 1.f;
-    if (s.has_output_norm)
-      scale = rsqrtf(consumer_sum(squares, scratch, buffer, consumer_warps, consumer_threads).squares * inv_hidden +
-                     s.output_norm_eps);
+    if (s.has_output_norm) {
+      reduce(squares, 1);
+      scale = rsqrtf(squares[0].squares * inv_hidden + s.output_norm_eps);
+    }
 #pragma unroll
     for (int w = 0; w < kVecsPerThread; ++w) {
       float ow[kVec], out[kVec];
@@ -282,10 +339,24 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
 
 }  // namespace
 
+using NativeKernel = void (*)(const AttnResArgs, int);
+
+// Tuning experiment (removed once a variant wins): ATTNRES_NATIVE_VARIANT = g<group><t|w>.
+template <int MaxThreads>
+NativeKernel pick_variant() {
+  const char* v = std::getenv("ATTNRES_NATIVE_VARIANT");
+  const std::string name = v ? v : "g4w";
+  if (name == "g1t") return attnres_native_kernel<MaxThreads, 1, false>;
+  if (name == "g1w") return attnres_native_kernel<MaxThreads, 1, true>;
+  if (name == "g4t") return attnres_native_kernel<MaxThreads, 4, false>;
+  if (name == "g2w") return attnres_native_kernel<MaxThreads, 2, true>;
+  return attnres_native_kernel<MaxThreads, 4, true>;
+}
+
 NativeImageQuery query_native_image() {
   NativeImageQuery query;
   cudaFuncAttributes attributes{};
-  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel<512>);
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, pick_variant<512>());
   if (status != cudaSuccess) {
     cudaGetLastError();
     query.detail = fmt::format("cudaFuncGetAttributes: {}", cudaGetErrorName(status));
@@ -297,29 +368,51 @@ NativeImageQuery query_native_image() {
   return query;
 }
 
+namespace {
+
+// Per device: SM count, ring depth, and whether the kernels' shared-memory limit was raised
+// (kept so that a launch makes no attribute calls and can be captured into a CUDA graph).
+struct LaunchConfig {
+  int sms = 0;
+  int smem_optin = 0;
+  bool raised = false;
+};
+
+LaunchConfig& launch_config(int device) {
+  static std::mutex mutex;
+  static std::map<int, LaunchConfig> configs;
+  std::lock_guard<std::mutex> lock(mutex);
+  LaunchConfig& config = configs[device];
+  if (!config.sms) {
+    ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&config.sms, cudaDevAttrMultiProcessorCount, device));
+    ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&config.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  }
+  if (!config.raised) {
+    const int static_bytes = 8192;  // barriers, scratch, slack
+    for (NativeKernel kernel : {pick_variant<512>(), pick_variant<1024>()})
+      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_optin - static_bytes));
+    config.raised = true;
+  }
+  return config;
+}
+
+}  // namespace
+
 void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stream) {
   if (layout_guard) require_dense_rows(args.shape, args.strides);
   if (args.shape.tokens == 0) return;
-  int device = 0, sms = 0, smem_optin = 0;
+  int device = 0;
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
-  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const LaunchConfig& config = launch_config(device);
   const int row_bytes = args.shape.hidden * int(sizeof(bf16_bits));
-  const int static_bytes = 2 * kMaxStages * 8 + 2 * 32 * 8 + 1024;  // barriers, scratch, slack
-  const int stages = std::min(kMaxStages, (smem_optin - static_bytes) / row_bytes);
+  const int stages = std::min(kMaxStages, (config.smem_optin - 8192) / row_bytes);
   if (stages < 2) throw CudaError(fmt::format("native kernel: H={} leaves fewer than 2 ring stages", args.shape.hidden), false);
   const int ring_bytes = stages * row_bytes;
   const int threads = args.shape.hidden / kElemsPerThread + 32;
-  const unsigned grid = unsigned(std::min<std::int64_t>(args.shape.tokens, sms));
-  if (threads <= 512) {
-    ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(attnres_native_kernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes));
-    attnres_native_kernel<512><<<grid, threads, ring_bytes, stream>>>(args, stages);
-    ATTNRES_CHECK_LAUNCH("attnres_native_kernel<512>");
-  } else {
-    ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(attnres_native_kernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes));
-    attnres_native_kernel<1024><<<grid, threads, ring_bytes, stream>>>(args, stages);
-    ATTNRES_CHECK_LAUNCH("attnres_native_kernel<1024>");
-  }
+  const unsigned grid = unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms));
+  const NativeKernel kernel = threads <= 512 ? pick_variant<512>() : pick_variant<1024>();
+  kernel<<<grid, threads, ring_bytes, stream>>>(args, stages);
+  ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 
 }  // namespace attnres
