@@ -4,9 +4,10 @@
 namespace attnres::native {
 
 // Each consumer thread owns two 8-element (16-byte) vectors of the row: H / 16 consumer threads,
-// a whole number of warps, plus one producer warp, at most 1024 threads.
+// a whole number of warps, plus one producer warp. H <= 7680 keeps that at 512 threads (128
+// registers each, no spills) and lets a whole row of 10 loads stay resident in shared memory.
 constexpr int kHiddenMultiple = 512;
-constexpr int kMaxHidden = 15872;
+constexpr int kMaxHidden = 7680;
 constexpr int kMaxBlocks = 8;
 constexpr int kVectorsPerThread = 2;
 constexpr int kElementsPerVector = 8;

@@ -1,18 +1,18 @@
 // Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a).
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
-// launch_native runs the shared layout guard first. Design:
+// launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
+// versions tried and their numbers):
 //  - persistent grid, one CTA per SM, each CTA walks rows t = blockIdx.x, += gridDim.x;
 //  - one producer warp streams every source row (prefix, delta, blocks) into a ring of
 //    shared-memory stages with bulk async copies (cp.async.bulk) completing on mbarriers,
 //    running ahead across row boundaries;
-//  - H/16 consumer threads each own two 16-byte vectors of the row; per source they reduce
-//    (dot with norm_weight*qk_weight, sum of squares) across the CTA with one named barrier
-//    and fold the source into an online softmax held in registers;
-//  - prefix write-back, the block write and the output RMSNorm are fused; nothing but the
-//    final output, p and the block row is written to global memory.
+//  - H/16 consumer threads each own two 16-byte vectors of the row. A row's stages stay
+//    resident: pass 1 takes every source's (dot with norm_weight*qk_weight, sum of squares),
+//    one transposed reduction and one named barrier give all logits at once, an exact
+//    softmax gives the weights, pass 2 mixes and hands each stage back;
+//  - prefix write-back, the block write and the output RMSNorm are fused.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -33,6 +33,7 @@ constexpr int kVec = native::kElementsPerVector;
 constexpr int kVecsPerThread = native::kVectorsPerThread;
 constexpr int kElemsPerThread = kVec * kVecsPerThread;
 constexpr int kConsumerBarrier = 1;  // named barrier id; 0 is __syncthreads
+constexpr int kNativeMaxThreads = native::kMaxHidden / kElemsPerThread + 32;
 
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
@@ -111,17 +112,52 @@ struct alignas(8) Partial {
   float dot, squares;
 };
 
-// MaxThreads only sets the register budget: 512 threads (H <= 7680, Kimi K3's 7168 included)
-// leave 128 registers a thread, enough to hold a row slice without spilling.
-// Group: sources whose (dot, squares) are reduced under one barrier; PerWarpRelease: one
-// mbarrier arrive per consumer warp instead of per thread.
-template <int MaxThreads, int Group, bool PerWarpRelease>
-__global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
+// One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
+template <int Width>
+__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
+  const bool upper = (lane & Width) != 0;
+#pragma unroll
+  for (int i = 0; i < Width; ++i) {
+    const float send = upper ? v[i] : v[i + Width];
+    const float keep = upper ? v[i + Width] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, Width);
+  }
+}
+
+// Sum over the warp of 32 values per lane, transposed: lane l returns the warp's total of
+// v[l]. 31 shuffles for all 32 values, against 5 per value done one at a time.
+__device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
+  const int lane = threadIdx.x % 32;
+  transpose_step<16>(v, lane);
+  transpose_step<8>(v, lane);
+  transpose_step<4>(v, lane);
+  transpose_step<2>(v, lane);
+  transpose_step<1>(v, lane);
+  return v[0];
+}
+
+constexpr int kMaxSources = native::kMaxBlocks + 1;
+constexpr int kMaxConsumerWarps = 16;
+
+// CTA-wide totals of 32 values (unused ones zero) over the consumer threads: one transpose per
+// warp, one named barrier, then lane l of every warp adds up value l over the warps. Callers
+// alternate two scratch buffers, so the next reduction may write while stragglers still read.
+__device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], int warps, int threads) {
+  const int lane = threadIdx.x % 32;
+  scratch[threadIdx.x / 32][lane] = warp_transpose_sum(v);
+  consumer_sync(threads);
+  float total = 0.f;
+#pragma unroll
+  for (int w = 0; w < kMaxConsumerWarps; ++w)
+    if (w < warps) total += scratch[w][lane];
+  return total;  // lane l: the total of value l
+}
+
+__global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kMaxWarps = MaxThreads / 32;
   extern __shared__ __align__(128) unsigned char ring[];  // stages x H bf16
   __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
-  __shared__ Partial scratch[2][Group][kMaxWarps];
+  __shared__ float scratch[2][kMaxConsumerWarps][32];
 
   const AttnResShape& s = a.shape;
   const int hidden = s.hidden;
@@ -137,7 +173,7 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(&full[i], 1);
-      mbar_init(&empty[i], PerWarpRelease ? consumer_warps : consumer_threads);
+      mbar_init(&empty[i], consumer_warps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -180,150 +216,133 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
                                       : make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);  // 1.0
   }
   const float inv_hidden = 1.0f / float(hidden);
+  const int sources = s.num_blocks + 1;
   int stage = 0;
   std::uint32_t phase = 0;
   int buffer = 0;
-  // Copies this thread's slice of the next ring stage into registers, then hands the stage back.
-  auto consume = [&](uint4* packed) {
-    mbar_wait(&full[stage], phase);
-    const unsigned char* base = ring + std::size_t(stage) * row_bytes;
-#pragma unroll
-    for (int v = 0; v < kVecsPerThread; ++v) packed[v] = *reinterpret_cast<const uint4*>(base + element[v] * sizeof(bf16_bits));
-    if (PerWarpRelease) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[stage]);
-    } else {
-      mbar_arrive(&empty[stage]);
-    }
-    if (++stage == stages) {
-      stage = 0;
-      phase ^= 1u;
+  auto advance = [&](int& st, std::uint32_t& ph) {
+    if (++st == stages) {
+      st = 0;
+      ph ^= 1u;
     }
   };
-  // CTA-wide sums of `count` (dot, squares) pairs under one named barrier; two scratch
-  // buffers alternate, so the next group may write while stragglers still read this one.
-  auto reduce = [&](Partial* values, int count) {
-#pragma unroll
-    for (int g = 0; g < Group; ++g) {
-      if (g >= count) break;
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        values[g].dot += __shfl_xor_sync(0xffffffffu, values[g].dot, offset);
-        values[g].squares += __shfl_xor_sync(0xffffffffu, values[g].squares, offset);
-      }
-      if (lane == 0) scratch[buffer][g][warp] = values[g];
-    }
-    consumer_sync(consumer_threads);
-#pragma unroll
-    for (int g = 0; g < Group; ++g) {
-      if (g >= count) break;
-      Partial total{0.f, 0.f};
-#pragma unroll
-      for (int w = 0; w < kMaxWarps; ++w) {
-        if (w >= consumer_warps) break;
-        const Partial p = scratch[buffer][g][w];
-        total.dot += p.dot;
-        total.squares += p.squares;
-      }
-      values[g] = total;
-    }
-    buffer ^= 1;
+  auto slice = [&](int st, int v) {
+    return *reinterpret_cast<const uint4*>(ring + std::size_t(st) * row_bytes + element[v] * sizeof(bf16_bits));
   };
-
+  // Hands a stage back once every lane of this warp has read its slice.
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);
+  };
   for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
+    // Step 1-2: p from the prefix and delta stages, written back at once.
     uint4 p_packed[kVecsPerThread];
     {
-      uint4 prefix_packed[kVecsPerThread], delta_packed[kVecsPerThread];
-      consume(prefix_packed);
-      if (s.has_delta) consume(delta_packed);
+      mbar_wait(&full[stage], phase);
+      const int prefix_stage = stage;
+      advance(stage, phase);
+      int delta_stage = -1;
+      if (s.has_delta) {
+        mbar_wait(&full[stage], phase);
+        delta_stage = stage;
+        advance(stage, phase);
+      }
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
         float x[kVec];
-        unpack(prefix_packed[v], x);
-        if (s.has_delta) {
+        unpack(slice(prefix_stage, v), x);
+        if (delta_stage >= 0) {
           float d[kVec];
-          unpack(delta_packed[v], d);
+          unpack(slice(delta_stage, v), d);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) x[i] += d[i];
         }
         p_packed[v] = pack(x);
+      }
+      release(prefix_stage);
+      if (delta_stage >= 0) release(delta_stage);
+#pragma unroll
+      for (int v = 0; v < kVecsPerThread; ++v) {
         *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[v];
         if (write_block)
           *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
                                     std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[v];
       }
     }
-    // Online softmax over sources (p first, then the blocks; blocks[:, block_write_idx] is p),
-    // a group of sources at a time: running max, running weight sum, rescaled accumulator.
-    float running_max = -INFINITY, weight_sum = 0.f, acc[kElemsPerThread];
+    // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
+    // Pass 1 over the row's stages: partial dot products and sums of squares.
+    int source_stage[kMaxSources];
+    float sums[32];
 #pragma unroll
-    for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
-    const int sources = s.num_blocks + 1;
-    for (int first = 0; first < sources; first += Group) {
-      const int count = min(Group, sources - first);
-      uint4 packed[Group][kVecsPerThread];
-      Partial partial[Group];
+    for (int k = 0; k < 32; ++k) sums[k] = 0.f;
 #pragma unroll
-      for (int g = 0; g < Group; ++g) {
-        if (g >= count) break;
-        const int src = first + g;  // 0 is p; src >= 1 is block src - 1
-        if (src == 0 || src - 1 == s.block_write_idx) {
+    for (int src = 0; src < kMaxSources; ++src) {
+      if (src >= sources) continue;
+      source_stage[src] = -1;
+      if (src > 0 && src - 1 != s.block_write_idx) {
+        mbar_wait(&full[stage], phase);
+        source_stage[src] = stage;
+        advance(stage, phase);
+      }
 #pragma unroll
-          for (int v = 0; v < kVecsPerThread; ++v) packed[g][v] = p_packed[v];
-        } else {
-          consume(packed[g]);
-        }
-        partial[g] = Partial{0.f, 0.f};
+      for (int v = 0; v < kVecsPerThread; ++v) {
+        float x[kVec];
+        unpack(source_stage[src] < 0 ? p_packed[v] : slice(source_stage[src], v), x);
 #pragma unroll
-        for (int v = 0; v < kVecsPerThread; ++v) {
-          float x[kVec];
-          unpack(packed[g][v], x);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            partial[g].dot = fmaf(x[i], gate[v * kVec + i], partial[g].dot);
-            partial[g].squares = fmaf(x[i], x[i], partial[g].squares);
-          }
+        for (int i = 0; i < kVec; ++i) {
+          sums[src] = fmaf(x[i], gate[v * kVec + i], sums[src]);
+          sums[16 + src] = fmaf(x[i], x[i], sums[16 + src]);
         }
       }
-      reduce(partial, count);
-      float logit[Group], new_max = running_max;
+    }
+    // Step 4: one reduction for every source's logit, then a plain softmax.
+    const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
+    buffer ^= 1;
+    float weight[kMaxSources], max_logit = -INFINITY;
 #pragma unroll
-      for (int g = 0; g < Group; ++g) {
-        if (g >= count) break;
-        logit[g] = partial[g].dot * rsqrtf(partial[g].squares * inv_hidden + s.eps);
-        new_max = fmaxf(new_max, logit[g]);
-      }
-      const float rescale = __expf(running_max - new_max);  // 0 on the first group
-      weight_sum *= rescale;
+    for (int src = 0; src < kMaxSources; ++src) {
+      if (src >= sources) continue;
+      const float dot = __shfl_sync(0xffffffffu, total, src);
+      const float squares = __shfl_sync(0xffffffffu, total, 16 + src);
+      weight[src] = dot * rsqrtf(squares * inv_hidden + s.eps);
+      max_logit = fmaxf(max_logit, weight[src]);
+    }
+    float weight_sum = 0.f;
 #pragma unroll
-      for (int i = 0; i < kElemsPerThread; ++i) acc[i] *= rescale;
-#pragma unroll
-      for (int g = 0; g < Group; ++g) {
-        if (g >= count) break;
-        const float weight = __expf(logit[g] - new_max);
-        weight_sum += weight;
-#pragma unroll
-        for (int v = 0; v < kVecsPerThread; ++v) {
-          float x[kVec];
-          unpack(packed[g][v], x);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight, x[i], acc[v * kVec + i]);
-        }
-      }
-      running_max = new_max;
+    for (int src = 0; src < kMaxSources; ++src) {
+      if (src >= sources) continue;
+      weight[src] = __expf(weight[src] - max_logit);
+      weight_sum += weight[src];
     }
     const float inv_sum = 1.0f / weight_sum;
-    Partial squares[Group];
-    squares[0] = Partial{0.f, 0.f};
+    // Pass 2: the mix, each stage released once read.
+    float acc[kElemsPerThread];
 #pragma unroll
-    for (int i = 0; i < kElemsPerThread; ++i) {
-      acc[i] *= inv_sum;
-      squares[0].squares = fmaf(acc[i], acc[i], squares[0].squares);
+    for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int src = 0; src < kMaxSources; ++src) {
+      if (src >= sources) continue;
+      const float w = weight[src] * inv_sum;
+#pragma unroll
+      for (int v = 0; v < kVecsPerThread; ++v) {
+        float x[kVec];
+        unpack(source_stage[src] < 0 ? p_packed[v] : slice(source_stage[src], v), x);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(w, x[i], acc[v * kVec + i]);
+      }
+      if (source_stage[src] >= 0) release(source_stage[src]);
     }
+    // Step 5: the output RMSNorm.
     float scale = 1.f;
     if (s.has_output_norm) {
-      reduce(squares, 1);
-      scale = rsqrtf(squares[0].squares * inv_hidden + s.output_norm_eps);
+      float squares[32];
+#pragma unroll
+      for (int k = 0; k < 32; ++k) squares[k] = 0.f;
+#pragma unroll
+      for (int i = 0; i < kElemsPerThread; ++i) squares[0] = fmaf(acc[i], acc[i], squares[0]);
+      scale = rsqrtf(__shfl_sync(0xffffffffu, cta_sum(squares, scratch[buffer], consumer_warps, consumer_threads), 0) * inv_hidden +
+                     s.output_norm_eps);
+      buffer ^= 1;
     }
 #pragma unroll
     for (int w = 0; w < kVecsPerThread; ++w) {
@@ -339,24 +358,10 @@ __global__ void __launch_bounds__(MaxThreads, 1) attnres_native_kernel(const Att
 
 }  // namespace
 
-using NativeKernel = void (*)(const AttnResArgs, int);
-
-// Tuning experiment (removed once a variant wins): ATTNRES_NATIVE_VARIANT = g<group><t|w>.
-template <int MaxThreads>
-NativeKernel pick_variant() {
-  const char* v = std::getenv("ATTNRES_NATIVE_VARIANT");
-  const std::string name = v ? v : "g4w";
-  if (name == "g1t") return attnres_native_kernel<MaxThreads, 1, false>;
-  if (name == "g1w") return attnres_native_kernel<MaxThreads, 1, true>;
-  if (name == "g4t") return attnres_native_kernel<MaxThreads, 4, false>;
-  if (name == "g2w") return attnres_native_kernel<MaxThreads, 2, true>;
-  return attnres_native_kernel<MaxThreads, 4, true>;
-}
-
 NativeImageQuery query_native_image() {
   NativeImageQuery query;
   cudaFuncAttributes attributes{};
-  const cudaError_t status = cudaFuncGetAttributes(&attributes, pick_variant<512>());
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel);
   if (status != cudaSuccess) {
     cudaGetLastError();
     query.detail = fmt::format("cudaFuncGetAttributes: {}", cudaGetErrorName(status));
@@ -389,8 +394,8 @@ LaunchConfig& launch_config(int device) {
   }
   if (!config.raised) {
     const int static_bytes = 8192;  // barriers, scratch, slack
-    for (NativeKernel kernel : {pick_variant<512>(), pick_variant<1024>()})
-      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_optin - static_bytes));
+    ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(attnres_native_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            config.smem_optin - static_bytes));
     config.raised = true;
   }
   return config;
@@ -406,12 +411,14 @@ void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stre
   const LaunchConfig& config = launch_config(device);
   const int row_bytes = args.shape.hidden * int(sizeof(bf16_bits));
   const int stages = std::min(kMaxStages, (config.smem_optin - 8192) / row_bytes);
-  if (stages < 2) throw CudaError(fmt::format("native kernel: H={} leaves fewer than 2 ring stages", args.shape.hidden), false);
+  // A row's stages stay resident through both passes: all of them must fit the ring.
+  const int loads = 1 + int(args.shape.has_delta) + args.shape.num_blocks;
+  if (stages < loads)
+    throw CudaError(fmt::format("native kernel: H={} leaves {} ring stages for {} row loads", args.shape.hidden, stages, loads), false);
   const int ring_bytes = stages * row_bytes;
   const int threads = args.shape.hidden / kElemsPerThread + 32;
   const unsigned grid = unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms));
-  const NativeKernel kernel = threads <= 512 ? pick_variant<512>() : pick_variant<1024>();
-  kernel<<<grid, threads, ring_bytes, stream>>>(args, stages);
+  attnres_native_kernel<<<grid, threads, ring_bytes, stream>>>(args, stages);
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 

@@ -78,7 +78,7 @@ def fallback():
     return [
         case("fallback-h1000", "H=1000 is no multiple of 512: the dispatcher sends it to the portable kernel.", 17, 3,
              H=1000, seed=20),
-        case("fallback-h16384", "H=16384 exceeds the native kernel's 15872.", 3, 2, H=16384, seed=21),
+        case("fallback-h8192", "H=8192 exceeds the native kernel's 7680.", 3, 2, H=8192, seed=21),
         case("fallback-12-blocks", "num_blocks=12 exceeds the native kernel's 8.", 3, 12, max_blocks=16, seed=22),
         case("fallback-odd-blocks-padding", "Block rows padded by 3 elements break the bulk copies' 16-byte alignment.",
              3, 2, seed=23, tensors={"blocks": {"row_padding": 3}}),

@@ -81,7 +81,7 @@ TEST(Dispatch, OtherFamiliesAndUnsupportedShapesGoPortable) {
   EXPECT_EQ(dispatch(kA10, kBoth, kimi(7175)).path, KernelPath::portable);  // portable honours strides
   DispatchRequest odd = kimi();
   odd.shape.hidden = 1000;
-  EXPECT_EQ(dispatch(kH200, kBoth, odd).reason, "native kernel supports hidden_size multiples of 512 up to 15872, got 1000");
+  EXPECT_EQ(dispatch(kH200, kBoth, odd).reason, "native kernel supports hidden_size multiples of 512 up to 7680, got 1000");
   DispatchRequest many = kimi();
   many.shape.num_blocks = many.shape.max_blocks = 9;
   EXPECT_EQ(dispatch(kH200, kBoth, many).path, KernelPath::portable);

@@ -85,7 +85,7 @@ TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
       EXPECT_EQ(r.path, KernelPath::native);
       expect_passed(r, spec);
     }
-  for (const int hidden : {512, 4096, 15872}) {  // 15872 takes the 1024-thread variant
+  for (const int hidden : {512, 4096, 7680}) {
     CaseSpec spec = default_case("native-h", 200, hidden, 8, 5);
     spec.shape.block_write_idx = 6;
     spec.blocks_row_stride = hidden + 8;
