@@ -149,7 +149,11 @@ CommandOutput repro_command(const Invocation& inv) {
   const std::string flags = backend_flags(inv) + (inv.repro.no_layout_guard ? " --no-layout-guard" : "");
   const std::string run_line = "attnres-check run case.json" + flags;
   const std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
-  write_text(dir / "replay.sh", fmt::format("#!/bin/sh\n# Replays this bundle; run from its directory.\nset -e\n{}\n{}\n", run_line, replay_line));
+  // $ATTNRES_CHECK names the binary where it is not on PATH; each run's exit code is its verdict.
+  auto with_binary = [](const std::string& line) { return "\"${ATTNRES_CHECK:-attnres-check}\"" + line.substr(line.find(' ')); };
+  write_text(dir / "replay.sh", fmt::format("#!/bin/sh\n# Replays this bundle; run from its directory (ATTNRES_CHECK=path/to/attnres-check if\n"
+                                            "# it is not on PATH). Regenerated inputs first, then the captured tensors.\n{}\n{}\n",
+                                            with_binary(run_line), with_binary(replay_line)));
   fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
   write_text(dir / "repro.py", repro_script());
   write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value()));

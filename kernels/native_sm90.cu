@@ -64,10 +64,19 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
   } while (!done);
 }
 
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar) {
+// Every source row is read exactly once: evict-first keeps it from crowding L2.
+__device__ __forceinline__ std::uint64_t evict_first_policy() {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar,
+                                          std::uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
 }
 
@@ -183,11 +192,12 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     if (threadIdx.x != consumer_threads) return;
     int stage = 0;
     std::uint32_t phase = 0;
+    const std::uint64_t policy = evict_first_policy();
     for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
       for (int j = 0; j < plan.loads; ++j) {
         mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released
         mbar_arrive_expect_tx(&full[stage], row_bytes);
-        bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j, plan), row_bytes, &full[stage]);
+        bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j, plan), row_bytes, &full[stage], policy);
         if (++stage == stages) {
           stage = 0;
           phase ^= 1u;
@@ -332,17 +342,22 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       }
       if (source_stage[src] >= 0) release(source_stage[src]);
     }
-    // Step 5: the output RMSNorm.
+    // Step 5: the output RMSNorm; one value, so a plain warp reduction.
     float scale = 1.f;
     if (s.has_output_norm) {
-      float squares[32];
+      float squares = 0.f;
 #pragma unroll
-      for (int k = 0; k < 32; ++k) squares[k] = 0.f;
+      for (int i = 0; i < kElemsPerThread; ++i) squares = fmaf(acc[i], acc[i], squares);
 #pragma unroll
-      for (int i = 0; i < kElemsPerThread; ++i) squares[0] = fmaf(acc[i], acc[i], squares[0]);
-      scale = rsqrtf(__shfl_sync(0xffffffffu, cta_sum(squares, scratch[buffer], consumer_warps, consumer_threads), 0) * inv_hidden +
-                     s.output_norm_eps);
+      for (int offset = 16; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+      if (lane == 0) scratch[buffer][warp][0] = squares;
+      consumer_sync(consumer_threads);
+      float total = 0.f;
+#pragma unroll
+      for (int w = 0; w < kMaxConsumerWarps; ++w)
+        if (w < consumer_warps) total += scratch[buffer][w][0];
       buffer ^= 1;
+      scale = rsqrtf(total * inv_hidden + s.output_norm_eps);
     }
 #pragma unroll
     for (int w = 0; w < kVecsPerThread; ++w) {
