@@ -3,6 +3,7 @@
 // H (multiple of 8) and any num_blocks work. Rows whose strides and bases allow it are read
 // 8 elements (16 bytes) at a time, others element by element.
 #include <cstdint>
+#include <string>
 
 #include "kernels/bf16.h"
 #include "kernels/cuda_check.h"
@@ -12,6 +13,9 @@ namespace attnres {
 namespace {
 
 constexpr int kThreads = 256;
+// Up to 64 blocks plus p. Padded to a multiple of 4: the compiler reads the weights four at a
+// time, and compute-sanitizer caught those reads running past an exact-size array.
+constexpr int kMaxSources = 68;
 
 struct Bf16x8 {
   float v[8];
@@ -68,7 +72,7 @@ __device__ float2 block_sum(float2 value, float2* scratch) {
 
 template <int VEC>
 __global__ void __launch_bounds__(kThreads) attnres_portable_kernel(AttnResArgs a) {
-  extern __shared__ float weights[];  // [num_blocks + 1]
+  __shared__ float weights[kMaxSources];
   __shared__ float2 scratch[kThreads / 32];
   const AttnResShape& s = a.shape;
   const std::int64_t t = blockIdx.x;
@@ -159,13 +163,14 @@ void launch_portable(const AttnResArgs& args, cudaStream_t stream, bool hard_cod
   const bool vectorizable = st.prefix % 8 == 0 && (!a.shape.has_delta || st.delta % 8 == 0) && st.output % 8 == 0 &&
                             st.blocks_row % 8 == 0 && st.blocks_token % 8 == 0 && aligned16(a.prefix) &&
                             (!a.delta || aligned16(a.delta)) && aligned16(a.blocks) && aligned16(a.output);
+  if (a.shape.num_blocks + 1 > kMaxSources)
+    throw CudaError("portable kernel: at most " + std::to_string(kMaxSources - 1) + " blocks", false);
   const dim3 grid(unsigned(a.shape.tokens));
-  const std::size_t shared = sizeof(float) * std::size_t(a.shape.num_blocks + 1);
   if (vectorizable) {
-    attnres_portable_kernel<8><<<grid, kThreads, shared, stream>>>(a);
+    attnres_portable_kernel<8><<<grid, kThreads, 0, stream>>>(a);
     ATTNRES_CHECK_LAUNCH("attnres_portable_kernel<8>");
   } else {
-    attnres_portable_kernel<1><<<grid, kThreads, shared, stream>>>(a);
+    attnres_portable_kernel<1><<<grid, kThreads, 0, stream>>>(a);
     ATTNRES_CHECK_LAUNCH("attnres_portable_kernel<1>");
   }
 }

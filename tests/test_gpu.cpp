@@ -85,6 +85,14 @@ TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
       EXPECT_EQ(r.path, KernelPath::native);
       expect_passed(r, spec);
     }
+  {  // Without delta, p is prefix bit for bit, -0.0 included.
+    CaseSpec spec = default_case("native-negative-zero", 17, 7168, 4, 3);
+    spec.shape.has_delta = false;
+    spec.distributions[int(InputTensor::prefix)] = DistributionSpec{DistributionKind::constant, 0, 0, false, 0, 0, -0.0};
+    const CaseResult r = run(spec, KernelChoice::native);
+    expect_passed(r, spec);
+    EXPECT_EQ(r.comparison->prefix_mismatches, 0);
+  }
   for (const int hidden : {512, 4096, 7680}) {
     CaseSpec spec = default_case("native-h", 200, hidden, 8, 5);
     spec.shape.block_write_idx = 6;
