@@ -3,10 +3,9 @@
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
 // versions tried and their numbers):
 //  - persistent grid, one CTA per SM, each CTA walks rows t = blockIdx.x, += gridDim.x;
-//  - one producer warp streams every source block row into a ring of shared-memory stages
-//    with bulk async copies (cp.async.bulk, L2 evict-first) completing on mbarriers, running
-//    ahead across row boundaries; prefix and delta rows are plain 16-byte loads issued at the
-//    start of a row and used after pass 1, so the ring holds blocks only;
+//  - one producer warp streams every source row (prefix, delta, blocks) into a ring of
+//    shared-memory stages with bulk async copies (cp.async.bulk) completing on mbarriers,
+//    running ahead across row boundaries;
 //  - H/16 consumer threads each own two 16-byte vectors of the row. A row's stages stay
 //    resident: pass 1 takes every source's (dot with norm_weight*qk_weight, sum of squares),
 //    one transposed reduction and one named barrier give all logits at once, an exact
@@ -101,10 +100,19 @@ __device__ __forceinline__ uint4 pack(const float* in) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// The ring carries only the block rows that are sources, in order, skipping the written
-// one (that source is p itself); prefix and delta come straight from global memory.
-__device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, std::int64_t t, int j) {
-  int block = j;
+// Which global row the j-th load of token t reads: 0 prefix, 1 delta (if any), then the blocks
+// that are sources, skipping the written one (that source is p itself).
+struct RowPlan {
+  int loads;
+  int first_block_load;
+};
+
+__device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, std::int64_t t, int j,
+                                                        const RowPlan& plan) {
+  const std::int64_t hidden = a.shape.hidden;
+  if (j == 0) return a.prefix + t * hidden;
+  if (a.shape.has_delta && j == 1) return a.delta + t * hidden;
+  int block = j - plan.first_block_load;
   if (a.shape.block_write_idx >= 0 && block >= a.shape.block_write_idx) ++block;
   return a.blocks + t * a.strides.blocks_token + std::int64_t(block) * a.strides.blocks_row;
 }
@@ -167,7 +175,9 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
   const std::uint32_t row_bytes = std::uint32_t(hidden) * sizeof(bf16_bits);
   const bool write_block = s.block_write_idx >= 0;
   const bool written_block_is_source = write_block && s.block_write_idx < s.num_blocks;
-  const int loads_per_row = s.num_blocks - (written_block_is_source ? 1 : 0);
+  RowPlan plan;
+  plan.first_block_load = s.has_delta ? 2 : 1;
+  plan.loads = plan.first_block_load + s.num_blocks - (written_block_is_source ? 1 : 0);
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i) {
@@ -184,10 +194,10 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     std::uint32_t phase = 0;
     const std::uint64_t policy = evict_first_policy();
     for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
-      for (int j = 0; j < loads_per_row; ++j) {
+      for (int j = 0; j < plan.loads; ++j) {
         mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released
         mbar_arrive_expect_tx(&full[stage], row_bytes);
-        bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j), row_bytes, &full[stage], policy);
+        bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j, plan), row_bytes, &full[stage], policy);
         if (++stage == stages) {
           stage = 0;
           phase ^= 1u;
@@ -235,15 +245,40 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     if (lane == 0) mbar_arrive(&empty[st]);
   };
   for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
-    // Prefix and delta rows are issued first and used only after pass 1 over the blocks, so
-    // their latency hides behind it; the ring is left to the blocks and prefetches further.
-    uint4 prefix_raw[kVecsPerThread], delta_raw[kVecsPerThread];
+    // Step 1-2: p from the prefix and delta stages, written back at once.
+    uint4 p_packed[kVecsPerThread];
+    {
+      mbar_wait(&full[stage], phase);
+      const int prefix_stage = stage;
+      advance(stage, phase);
+      int delta_stage = -1;
+      if (s.has_delta) {
+        mbar_wait(&full[stage], phase);
+        delta_stage = stage;
+        advance(stage, phase);
+      }
 #pragma unroll
-    for (int v = 0; v < kVecsPerThread; ++v) {
-      prefix_raw[v] = __ldcs(reinterpret_cast<const uint4*>(a.prefix + t * hidden + element[v]));
-      // Without delta, add -0.0: the one addend that leaves every value, -0.0 included, as it is.
-      delta_raw[v] = s.has_delta ? __ldcs(reinterpret_cast<const uint4*>(a.delta + t * hidden + element[v]))
-                                 : make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+      for (int v = 0; v < kVecsPerThread; ++v) {
+        float x[kVec];
+        unpack(slice(prefix_stage, v), x);
+        if (delta_stage >= 0) {
+          float d[kVec];
+          unpack(slice(delta_stage, v), d);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) x[i] += d[i];
+        }
+        p_packed[v] = pack(x);
+      }
+      release(prefix_stage);
+      if (delta_stage >= 0) release(delta_stage);
+#pragma unroll
+      for (int v = 0; v < kVecsPerThread; ++v) {
+        // Results are not read again here: streaming stores keep them from crowding L2.
+        __stcs(reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]), p_packed[v]);
+        if (write_block)
+          *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
+                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[v];
+      }
     }
     // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
     // Pass 1 over the row's stages: partial dot products and sums of squares.
@@ -251,54 +286,26 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     float sums[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
-    auto accumulate = [&](int src, const uint4* packed) {
+#pragma unroll
+    for (int src = 0; src < kMaxSources; ++src) {
+      if (src >= sources) continue;
+      source_stage[src] = -1;
+      if (src > 0 && src - 1 != s.block_write_idx) {
+        mbar_wait(&full[stage], phase);
+        source_stage[src] = stage;
+        advance(stage, phase);
+      }
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
         float x[kVec];
-        unpack(packed[v], x);
+        unpack(source_stage[src] < 0 ? p_packed[v] : slice(source_stage[src], v), x);
 #pragma unroll
         for (int i = 0; i < kVec; ++i) {
           sums[src] = fmaf(x[i], gate[v * kVec + i], sums[src]);
           sums[16 + src] = fmaf(x[i], x[i], sums[16 + src]);
         }
       }
-    };
-    source_stage[0] = -1;
-#pragma unroll
-    for (int src = 1; src < kMaxSources; ++src) {
-      if (src >= sources) continue;
-      source_stage[src] = -1;
-      if (src - 1 == s.block_write_idx) continue;
-      mbar_wait(&full[stage], phase);
-      source_stage[src] = stage;
-      advance(stage, phase);
-      uint4 packed[kVecsPerThread];
-#pragma unroll
-      for (int v = 0; v < kVecsPerThread; ++v) packed[v] = slice(source_stage[src], v);
-      accumulate(src, packed);
     }
-    // Steps 1-2: p = bf16(prefix + delta), written back to prefix and the written block.
-    uint4 p_packed[kVecsPerThread];
-#pragma unroll
-    for (int v = 0; v < kVecsPerThread; ++v) {
-      float x[kVec], d[kVec];
-      unpack(prefix_raw[v], x);
-      unpack(delta_raw[v], d);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) x[i] += d[i];
-      p_packed[v] = pack(x);
-      *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[v];
-      if (write_block)
-        *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
-                                  std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[v];
-    }
-    accumulate(0, p_packed);
-#pragma unroll
-    for (int src = 1; src < kMaxSources; ++src)
-      if (src - 1 == s.block_write_idx && src < sources) {
-        sums[src] = sums[0];
-        sums[16 + src] = sums[16];
-      }
     // Step 4: one reduction for every source's logit, then a plain softmax.
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     buffer ^= 1;
@@ -359,7 +366,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       unpack(out_weight[w], ow);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) out[i] = acc[w * kVec + i] * scale * ow[i];
-      *reinterpret_cast<uint4*>(a.output + t * hidden + element[w]) = pack(out);
+      __stcs(reinterpret_cast<uint4*>(a.output + t * hidden + element[w]), pack(out));
     }
   }
 #endif
@@ -420,8 +427,8 @@ void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stre
   const LaunchConfig& config = launch_config(device);
   const int row_bytes = args.shape.hidden * int(sizeof(bf16_bits));
   const int stages = std::min(kMaxStages, (config.smem_optin - 8192) / row_bytes);
-  // A row's block stages stay resident through both passes: all of them must fit the ring.
-  const int loads = args.shape.num_blocks;
+  // A row's stages stay resident through both passes: all of them must fit the ring.
+  const int loads = 1 + int(args.shape.has_delta) + args.shape.num_blocks;
   if (stages < loads)
     throw CudaError(fmt::format("native kernel: H={} leaves {} ring stages for {} row loads", args.shape.hidden, stages, loads), false);
   const int ring_bytes = stages * row_bytes;
