@@ -106,6 +106,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
   if (!inv.run.junit_path.empty()) write_file(inv.run.junit_path, junit_xml(results, loaded.errors));
 
   const RunSummary summary = summarize(results, loaded.errors);
+  for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";
   if (!loaded.errors.empty()) {
     out.exit_code = kExitBadInput;
   } else if (interesting) {
