@@ -273,8 +273,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       if (delta_stage >= 0) release(delta_stage);
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
-        // Results are not read again here: streaming stores keep them from crowding L2.
-        __stcs(reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]), p_packed[v]);
+        *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[v];
         if (write_block)
           *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
                                     std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[v];
@@ -366,7 +365,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       unpack(out_weight[w], ow);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) out[i] = acc[w * kVec + i] * scale * ow[i];
-      __stcs(reinterpret_cast<uint4*>(a.output + t * hidden + element[w]), pack(out));
+      *reinterpret_cast<uint4*>(a.output + t * hidden + element[w]) = pack(out);
     }
   }
 #endif
