@@ -117,10 +117,6 @@ __device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, st
   return a.blocks + t * a.strides.blocks_token + std::int64_t(block) * a.strides.blocks_row;
 }
 
-struct alignas(8) Partial {
-  float dot, squares;
-};
-
 // One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
 template <int Width>
 __device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {

@@ -7,7 +7,9 @@
 #include <random>
 #include <string>
 
-#include "app/case_spec.h"
+#include <gtest/gtest.h>
+
+#include "app/runner.h"
 
 namespace attnres::testing {
 
@@ -37,5 +39,31 @@ inline std::uint64_t fresh_seed() {
 }
 
 inline std::string source_path(const std::string& relative) { return std::string(ATTNRES_SOURCE_DIR) + "/" + relative; }
+
+// The seed repro on any backend: guarded it is refused with the exact message; unguarded the
+// kernel runs and corrupts silently (large error, no NaN/Inf, prefix padding overwritten).
+// Returns the unguarded result for backend-specific checks.
+inline CaseResult expect_unguarded_seed_repro_corrupts_silently(Backend& backend) {
+  const LoadedCases loaded = load_cases({source_path("cases/guard.json")});
+  const CaseSpec& seed = loaded.cases.at(0);
+  EXPECT_EQ(seed.name, "seed-repro-prefix-stride-7175");
+  EXPECT_EQ(run_case(seed, backend, RunOptions{}).disposition, Disposition::rejected_as_expected);
+  RunOptions unguarded;
+  unguarded.disable_layout_guard = true;
+  const CaseResult r = run_case(seed, backend, unguarded);
+  EXPECT_EQ(r.disposition, Disposition::not_rejected) << r.detail;
+  EXPECT_FALSE(r.layout_guard);
+  if (!r.comparison || r.violations.empty()) {
+    ADD_FAILURE() << "the unguarded kernel did not run or left no trace: " << r.detail;
+    return r;
+  }
+  EXPECT_GT(r.comparison->max_abs_error, 3.0);  // order of 6 against atol 0.08
+  EXPECT_EQ(r.comparison->nan_count, 0);
+  EXPECT_EQ(r.comparison->inf_count, 0);
+  EXPECT_GT(r.comparison->prefix_mismatches, 0);
+  EXPECT_EQ(r.violations[0].tensor, "prefix");
+  EXPECT_EQ(r.violations[0].kind, "padding canary overwritten");
+  return r;
+}
 
 }  // namespace attnres::testing
