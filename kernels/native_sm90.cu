@@ -1,4 +1,4 @@
-// Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a).
+// Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a), version 10.
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
 // versions tried and their numbers):
@@ -8,19 +8,26 @@
 //    running ahead across row boundaries;
 //  - H/16 consumer threads each own two 16-byte vectors of the row. A row's stages stay
 //    resident: pass 1 takes every source's (dot with norm_weight*qk_weight, sum of squares),
-//    one transposed reduction and one named barrier give all logits at once, an exact
-//    softmax gives the weights, pass 2 mixes and hands each stage back;
+//    one transposed reduction and one named barrier give all logits at once, the online
+//    softmax normaliser (running max and sum in one sweep over the sources) gives the
+//    weights, pass 2 mixes and hands each stage back;
+//  - the source count is a template parameter (v10): the per-source loops are straight-line
+//    code, so the compiler overlaps one source's shared-memory reads with the previous
+//    source's arithmetic (v4 branched on the run-time count between sources);
 //  - prefix write-back, the block write and the output RMSNorm are fused.
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "kernels/bf16.h"
 #include "kernels/cuda_check.h"
+#include "kernels/dispatch.h"
 #include "kernels/launch.h"
 #include "kernels/layout_guard.h"
 #include "kernels/native_limits.h"
@@ -158,6 +165,7 @@ __device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], i
   return total;  // lane l: the total of value l
 }
 
+template <int kSources>
 __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) unsigned char ring[];  // stages x H bf16
@@ -222,7 +230,6 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
                                       : make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);  // 1.0
   }
   const float inv_hidden = 1.0f / float(hidden);
-  const int sources = s.num_blocks + 1;
   int stage = 0;
   std::uint32_t phase = 0;
   int buffer = 0;
@@ -277,13 +284,12 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     }
     // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
     // Pass 1 over the row's stages: partial dot products and sums of squares.
-    int source_stage[kMaxSources];
+    int source_stage[kSources];
     float sums[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
 #pragma unroll
-    for (int src = 0; src < kMaxSources; ++src) {
-      if (src >= sources) continue;
+    for (int src = 0; src < kSources; ++src) {
       source_stage[src] = -1;
       if (src > 0 && src - 1 != s.block_write_idx) {
         mbar_wait(&full[stage], phase);
@@ -304,21 +310,16 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     // Step 4: one reduction for every source's logit, then a plain softmax.
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     buffer ^= 1;
-    float weight[kMaxSources], max_logit = -INFINITY;
+    // Online softmax normaliser: running max and running sum of exp(logit - max) in one sweep.
+    float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
 #pragma unroll
-    for (int src = 0; src < kMaxSources; ++src) {
-      if (src >= sources) continue;
+    for (int src = 0; src < kSources; ++src) {
       const float dot = __shfl_sync(0xffffffffu, total, src);
       const float squares = __shfl_sync(0xffffffffu, total, 16 + src);
-      weight[src] = dot * rsqrtf(squares * inv_hidden + s.eps);
-      max_logit = fmaxf(max_logit, weight[src]);
-    }
-    float weight_sum = 0.f;
-#pragma unroll
-    for (int src = 0; src < kMaxSources; ++src) {
-      if (src >= sources) continue;
-      weight[src] = __expf(weight[src] - max_logit);
-      weight_sum += weight[src];
+      logit[src] = dot * rsqrtf(squares * inv_hidden + s.eps);
+      const float new_max = fmaxf(max_logit, logit[src]);
+      weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
+      max_logit = new_max;
     }
     const float inv_sum = 1.0f / weight_sum;
     // Pass 2: the mix, each stage released once read.
@@ -326,9 +327,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 #pragma unroll
     for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
 #pragma unroll
-    for (int src = 0; src < kMaxSources; ++src) {
-      if (src >= sources) continue;
-      const float w = weight[src] * inv_sum;
+    for (int src = 0; src < kSources; ++src) {
+      const float w = __expf(logit[src] - max_logit) * inv_sum;
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
         float x[kVec];
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 NativeImageQuery query_native_image() {
   NativeImageQuery query;
   cudaFuncAttributes attributes{};
-  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel);
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel<kMaxSources>);
   if (status != cudaSuccess) {
     cudaGetLastError();
     query.detail = fmt::format("cudaFuncGetAttributes: {}", cudaGetErrorName(status));
@@ -385,6 +385,12 @@ NativeImageQuery query_native_image() {
 }
 
 namespace {
+
+using NativeKernel = void (*)(AttnResArgs, int);
+// kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources.
+constexpr NativeKernel kNativeKernels[kMaxSources] = {
+    attnres_native_kernel<1>, attnres_native_kernel<2>, attnres_native_kernel<3>, attnres_native_kernel<4>, attnres_native_kernel<5>,
+    attnres_native_kernel<6>, attnres_native_kernel<7>, attnres_native_kernel<8>, attnres_native_kernel<9>};
 
 // Per device: SM count, ring depth, and whether the kernels' shared-memory limit was raised
 // (kept so that a launch makes no attribute calls and can be captured into a CUDA graph).
@@ -405,8 +411,8 @@ LaunchConfig& launch_config(int device) {
   }
   if (!config.raised) {
     const int static_bytes = 8192;  // barriers, scratch, slack
-    ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(attnres_native_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            config.smem_optin - static_bytes));
+    for (const NativeKernel kernel : kNativeKernels)
+      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_optin - static_bytes));
     config.raised = true;
   }
   return config;
@@ -416,6 +422,13 @@ LaunchConfig& launch_config(int device) {
 
 void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stream) {
   if (layout_guard) require_dense_rows(args.shape, args.strides);
+  DispatchRequest request;
+  request.shape = args.shape;
+  request.strides = args.strides;
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  request.operands_16b_aligned = aligned(args.prefix) && aligned(args.delta) && aligned(args.blocks) && aligned(args.output) &&
+                                 aligned(args.norm_weight) && aligned(args.qk_weight) && aligned(args.output_norm_weight);
+  if (const std::optional<std::string> why = native_unsupported_reason(request)) throw std::invalid_argument(*why);
   if (args.shape.tokens == 0) return;
   int device = 0;
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
@@ -429,7 +442,7 @@ void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stre
   const int ring_bytes = stages * row_bytes;
   const int threads = args.shape.hidden / kElemsPerThread + 32;
   const unsigned grid = unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms));
-  attnres_native_kernel<<<grid, threads, ring_bytes, stream>>>(args, stages);
+  kNativeKernels[args.shape.num_blocks]<<<grid, threads, ring_bytes, stream>>>(args, stages);
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 
