@@ -1,4 +1,4 @@
-// Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a), version 10.
+// Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a), version 11.
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
 // versions tried and their numbers):
@@ -13,8 +13,10 @@
 //    weights, pass 2 mixes and hands each stage back;
 //  - the source count is a template parameter (v10): the per-source loops are straight-line
 //    code, so the compiler overlaps one source's shared-memory reads with the previous
-//    source's arithmetic (v4 branched on the run-time count between sources);
-//  - prefix write-back, the block write and the output RMSNorm are fused.
+//    source's arithmetic;
+//  - the output RMSNorm's sum of squares rides on the next row's reduction (v11): the mix
+//    waits in shared memory for one row, so each row costs one barrier, not two;
+//  - prefix write-back and the block write are fused.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -150,6 +152,14 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
 
 constexpr int kMaxSources = native::kMaxBlocks + 1;
 constexpr int kMaxConsumerWarps = 16;
+// Slot of the 32-value reduction (0..8 dots, 16..24 sums of squares) that carries the
+// previous row's output-norm sum of squares.
+constexpr int kNormSlot = 15;
+
+// The per-thread stash of one row's mix: H floats, a multiple of 128 bytes.
+__host__ __device__ constexpr std::size_t native_stash_bytes(int hidden) {
+  return (std::size_t(hidden) * sizeof(float) + 127) / 128 * 128;
+}
 
 // CTA-wide totals of 32 values (unused ones zero) over the consumer threads: one transpose per
 // warp, one named barrier, then lane l of every warp adds up value l over the warps. Callers
@@ -168,7 +178,9 @@ __device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], i
 template <int kSources>
 __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(128) unsigned char ring[];  // stages x H bf16
+  // Dynamic shared memory: each consumer thread's unnormalised mix of the previous row (float,
+  // laid out so a warp's 16-byte accesses are contiguous), then the ring of stages x H bf16.
+  extern __shared__ __align__(128) unsigned char smem[];
   __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
   __shared__ float scratch[2][kMaxConsumerWarps][32];
 
@@ -177,6 +189,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
   const int consumer_threads = hidden / kElemsPerThread;
   const int consumer_warps = consumer_threads / 32;
   const std::uint32_t row_bytes = std::uint32_t(hidden) * sizeof(bf16_bits);
+  float4* const mix_stash = reinterpret_cast<float4*>(smem);  // [kElemsPerThread / 4][C]
+  unsigned char* const ring = smem + native_stash_bytes(hidden);
   const bool write_block = s.block_write_idx >= 0;
   const bool written_block_is_source = write_block && s.block_write_idx < s.num_blocks;
   RowPlan plan;
@@ -247,6 +261,31 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
   };
+  auto store_output = [&](std::int64_t row, const float (&mixed)[kElemsPerThread], float scale) {
+#pragma unroll
+    for (int v = 0; v < kVecsPerThread; ++v) {
+      float ow[kVec], out[kVec];
+      unpack(out_weight[v], ow);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) out[i] = mixed[v * kVec + i] * scale * ow[i];
+      *reinterpret_cast<uint4*>(a.output + row * hidden + element[v]) = pack(out);
+    }
+  };
+  // The stashed row, given the CTA-wide sum of its squares.
+  auto write_output = [&](std::int64_t row, float squares) {
+    float mixed[kElemsPerThread];
+#pragma unroll
+    for (int q = 0; q < kElemsPerThread / 4; ++q) {
+      const float4 m = mix_stash[q * consumer_threads + c];
+      mixed[4 * q] = m.x;
+      mixed[4 * q + 1] = m.y;
+      mixed[4 * q + 2] = m.z;
+      mixed[4 * q + 3] = m.w;
+    }
+    store_output(row, mixed, rsqrtf(squares * inv_hidden + s.output_norm_eps));
+  };
+  std::int64_t pending_row = -1;  // the row whose mix is stashed, waiting for its norm
+  float pending_squares = 0.f;    // this thread's part of that row's sum of squares
   for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
     // Step 1-2: p from the prefix and delta stages, written back at once.
     uint4 p_packed[kVecsPerThread];
@@ -307,9 +346,11 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
         }
       }
     }
-    // Step 4: one reduction for every source's logit, then a plain softmax.
+    // Step 4: one reduction for every source's logit and the previous row's output norm.
+    sums[kNormSlot] = pending_squares;
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     buffer ^= 1;
+    if (pending_row >= 0) write_output(pending_row, __shfl_sync(0xffffffffu, total, kNormSlot));
     // Online softmax normaliser: running max and running sum of exp(logit - max) in one sweep.
     float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
 #pragma unroll
@@ -338,31 +379,31 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       }
       if (source_stage[src] >= 0) release(source_stage[src]);
     }
-    // Step 5: the output RMSNorm; one value, so a plain warp reduction.
-    float scale = 1.f;
-    if (s.has_output_norm) {
-      float squares = 0.f;
-#pragma unroll
-      for (int i = 0; i < kElemsPerThread; ++i) squares = fmaf(acc[i], acc[i], squares);
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-      if (lane == 0) scratch[buffer][warp][0] = squares;
-      consumer_sync(consumer_threads);
-      float total = 0.f;
-#pragma unroll
-      for (int w = 0; w < kMaxConsumerWarps; ++w)
-        if (w < consumer_warps) total += scratch[buffer][w][0];
-      buffer ^= 1;
-      scale = rsqrtf(total * inv_hidden + s.output_norm_eps);
+    // Step 5: the output RMSNorm. Its sum of squares rides on the next row's reduction, so
+    // the row's mix waits in shared memory; the CTA's last row takes a reduction of its own.
+    if (!s.has_output_norm) {
+      store_output(t, acc, 1.f);
+      continue;
     }
+    pending_squares = 0.f;
 #pragma unroll
-    for (int w = 0; w < kVecsPerThread; ++w) {
-      float ow[kVec], out[kVec];
-      unpack(out_weight[w], ow);
+    for (int i = 0; i < kElemsPerThread; ++i) pending_squares = fmaf(acc[i], acc[i], pending_squares);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) out[i] = acc[w * kVec + i] * scale * ow[i];
-      *reinterpret_cast<uint4*>(a.output + t * hidden + element[w]) = pack(out);
-    }
+    for (int q = 0; q < kElemsPerThread / 4; ++q)
+      mix_stash[q * consumer_threads + c] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+    pending_row = t;
+  }
+  if (pending_row >= 0) {
+    float squares = pending_squares;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+    if (lane == 0) scratch[buffer][warp][0] = squares;
+    consumer_sync(consumer_threads);
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < kMaxConsumerWarps; ++w)
+      if (w < consumer_warps) total += scratch[buffer][w][0];
+    write_output(pending_row, total);
   }
 #endif
 }
@@ -434,15 +475,16 @@ void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stre
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
   const LaunchConfig& config = launch_config(device);
   const int row_bytes = args.shape.hidden * int(sizeof(bf16_bits));
-  const int stages = std::min(kMaxStages, (config.smem_optin - 8192) / row_bytes);
+  const int stash_bytes = int(native_stash_bytes(args.shape.hidden));
+  const int stages = std::min(kMaxStages, (config.smem_optin - 8192 - stash_bytes) / row_bytes);
   // A row's stages stay resident through both passes: all of them must fit the ring.
   const int loads = 1 + int(args.shape.has_delta) + args.shape.num_blocks;
   if (stages < loads)
     throw CudaError(fmt::format("native kernel: H={} leaves {} ring stages for {} row loads", args.shape.hidden, stages, loads), false);
-  const int ring_bytes = stages * row_bytes;
+  const int dynamic_bytes = stash_bytes + stages * row_bytes;
   const int threads = args.shape.hidden / kElemsPerThread + 32;
   const unsigned grid = unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms));
-  kNativeKernels[args.shape.num_blocks]<<<grid, threads, ring_bytes, stream>>>(args, stages);
+  kNativeKernels[args.shape.num_blocks]<<<grid, threads, dynamic_bytes, stream>>>(args, stages);
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 
