@@ -4,6 +4,7 @@
 #include "app/host_tensors.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/dispatch.h"
+#include "kernels/launch.h"
 #include "kernels/layout_guard.h"
 
 namespace attnres {
@@ -42,6 +43,29 @@ TEST(LayoutGuard, ExactMessage) {
   const DispatchRequest dense = kimi();
   EXPECT_FALSE(dense_rows_violation(dense.shape, dense.strides));
   EXPECT_THROW(require_dense_rows(r.shape, r.strides), LayoutError);
+}
+
+// launch_native checks the shape before any CUDA call, so this runs without a GPU: a direct
+// caller that skipped the dispatcher gets the dispatcher's reason, not an out-of-range kernel.
+TEST(NativeLaunch, UnsupportedShapesAreRefusedBeforeAnyCudaCall) {
+  AttnResArgs args;
+  DispatchRequest request = kimi();
+  request.shape.max_blocks = request.shape.num_blocks = 12;
+  request.strides.blocks_token = 12 * 7168;
+  args.shape = request.shape;
+  args.strides = request.strides;
+  try {
+    launch_native(args, true, nullptr);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "native kernel supports num_blocks <= 8, got 12");
+  }
+  args.shape = kimi().shape;
+  args.shape.hidden = args.strides.prefix = args.strides.delta = args.strides.output = 1000;
+  EXPECT_THROW(launch_native(args, true, nullptr), std::invalid_argument);
+  args.shape = kimi().shape;
+  args.strides = kimi(7175).strides;  // the layout guard comes first
+  EXPECT_THROW(launch_native(args, true, nullptr), LayoutError);
 }
 
 TEST(Dispatch, Sm90WithItsImageGoesNative) {
