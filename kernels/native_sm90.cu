@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 
   // Consumers: thread c owns elements [8c, 8c+8) and [8(c+C), 8(c+C)+8), C = consumer threads.
   const int c = threadIdx.x;
-  const int lane = c % 32, warp = c / 32;
+  const int lane = c % 32;
   int element[kVecsPerThread];
 #pragma unroll
   for (int v = 0; v < kVecsPerThread; ++v) element[v] = (c + v * consumer_threads) * kVec;
@@ -393,17 +393,13 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       mix_stash[q * consumer_threads + c] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
     pending_row = t;
   }
-  if (pending_row >= 0) {
-    float squares = pending_squares;
+  if (pending_row >= 0) {  // once per CTA: the same reduction, carrying the norm slot alone
+    float sums[32];
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-    if (lane == 0) scratch[buffer][warp][0] = squares;
-    consumer_sync(consumer_threads);
-    float total = 0.f;
-#pragma unroll
-    for (int w = 0; w < kMaxConsumerWarps; ++w)
-      if (w < consumer_warps) total += scratch[buffer][w][0];
-    write_output(pending_row, total);
+    for (int k = 0; k < 32; ++k) sums[k] = 0.f;
+    sums[kNormSlot] = pending_squares;
+    const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
+    write_output(pending_row, __shfl_sync(0xffffffffu, total, kNormSlot));
   }
 #endif
 }
@@ -426,6 +422,9 @@ NativeImageQuery query_native_image() {
 }
 
 namespace {
+
+// Kept out of the dynamic shared memory for the kernel's static part (barriers, scratch) and slack.
+constexpr int kStaticSharedBytes = 8192;
 
 using NativeKernel = void (*)(AttnResArgs, int);
 // kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources.
@@ -451,9 +450,9 @@ LaunchConfig& launch_config(int device) {
     ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&config.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   }
   if (!config.raised) {
-    const int static_bytes = 8192;  // barriers, scratch, slack
     for (const NativeKernel kernel : kNativeKernels)
-      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_optin - static_bytes));
+      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              config.smem_optin - kStaticSharedBytes));
     config.raised = true;
   }
   return config;
@@ -476,7 +475,7 @@ void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stre
   const LaunchConfig& config = launch_config(device);
   const int row_bytes = args.shape.hidden * int(sizeof(bf16_bits));
   const int stash_bytes = int(native_stash_bytes(args.shape.hidden));
-  const int stages = std::min(kMaxStages, (config.smem_optin - 8192 - stash_bytes) / row_bytes);
+  const int stages = std::min(kMaxStages, (config.smem_optin - kStaticSharedBytes - stash_bytes) / row_bytes);
   // A row's stages stay resident through both passes: all of them must fit the ring.
   const int loads = 1 + int(args.shape.has_delta) + args.shape.num_blocks;
   if (stages < loads)
