@@ -25,6 +25,12 @@ class Backend {
   virtual std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) = 0;
   // False once a fault has left the device unusable for later cases.
   virtual bool usable() const { return true; }
+  // Device memory a case of this layout needs at most (0 for a host backend), with or without
+  // the device reference; nothing when the size overflows.
+  virtual std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides,
+                                                   bool device_reference) const = 0;
+  // Free device memory now; nothing for a host backend.
+  virtual std::optional<std::int64_t> free_device_bytes() const = 0;
 };
 
 // The build's native images, as compiled (not as loadable on any device).

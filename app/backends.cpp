@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "app/backend.h"
+#include "kernels/checked_size.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
@@ -57,6 +58,8 @@ class CpuBackend : public Backend {
     else cpu_portable_kernel(args);
   }
   std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
+  std::optional<std::int64_t> device_bytes(const AttnResShape&, const AttnResStrides&, bool) const override { return 0; }
+  std::optional<std::int64_t> free_device_bytes() const override { return std::nullopt; }
 
  private:
   DeviceDescription model_;
@@ -96,6 +99,9 @@ struct DeviceTensors {
   }
 };
 
+// cuBLAS's handle and default workspace, with room to spare.
+constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t(64) << 20;
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(DeviceDescription device, NativeImages images) : device_(std::move(device)), images_(images) {}
@@ -112,6 +118,23 @@ class CudaBackend : public Backend {
       ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
       device.download(tensors, nullptr);
     });
+  }
+
+  // One device copy of the tensors for the kernel; the reference makes its own copy later,
+  // after the first is freed, plus its float64 intermediates and cuBLAS's workspace.
+  std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides,
+                                           bool device_reference) const override {
+    const std::optional<std::int64_t> tensors = case_storage_bytes(shape, strides);
+    if (!tensors || !device_reference) return tensors;
+    const std::optional<std::int64_t> reference = cublas_reference_device_bytes(shape, strides);
+    if (!reference) return std::nullopt;
+    return (CheckedSize(*tensors) + *reference + kCublasWorkspaceBytes).get();
+  }
+
+  std::optional<std::int64_t> free_device_bytes() const override {
+    std::size_t free = 0, total = 0;
+    ATTNRES_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return std::int64_t(free);
   }
 
   std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) override {

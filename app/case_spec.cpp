@@ -9,7 +9,15 @@
 #include <set>
 #include <sstream>
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <fmt/format.h>
+
+#include "kernels/checked_size.h"
+#include "app/json_io.h"
 
 namespace attnres {
 
@@ -20,16 +28,6 @@ namespace {
 // Largest storage of any one tensor, in elements: far beyond any GPU, small enough that
 // byte counts and index arithmetic never overflow int64.
 constexpr std::int64_t kMaxTensorElements = std::int64_t(1) << 40;
-
-std::string escape_pointer_token(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
 
 const char* json_type_name(const json& value) {
   if (value.is_number_integer()) return "an integer";
@@ -149,13 +147,6 @@ DistributionSpec parse_distribution(const json& value, const std::string& file,
   }
   dist.reject_unknown_keys();
   return spec;
-}
-
-std::int64_t checked_product(std::initializer_list<std::int64_t> factors, bool& overflow) {
-  std::int64_t product = 1;
-  for (std::int64_t f : factors)
-    if (__builtin_mul_overflow(product, f, &product) || product > kMaxTensorElements) overflow = true;
-  return product;
 }
 
 std::array<DistributionSpec, kInputTensorCount> default_distributions() {
@@ -326,12 +317,12 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
     }
     t.reject_unknown_keys();
   }
-  bool overflow = false;
-  checked_product({tokens, spec.prefix_row_stride}, overflow);
-  checked_product({tokens, spec.delta_row_stride}, overflow);
-  checked_product({tokens, spec.output_row_stride}, overflow);
-  checked_product({tokens, std::max<std::int64_t>(max_blocks, 1), spec.blocks_row_stride}, overflow);
-  if (overflow)
+  const bool fits = (CheckedSize(tokens) * spec.prefix_row_stride).within(kMaxTensorElements) &&
+                    (CheckedSize(tokens) * spec.delta_row_stride).within(kMaxTensorElements) &&
+                    (CheckedSize(tokens) * spec.output_row_stride).within(kMaxTensorElements) &&
+                    (CheckedSize(tokens) * std::max<std::int64_t>(max_blocks, 1) * spec.blocks_row_stride)
+                        .within(kMaxTensorElements);
+  if (!fits)
     r.fail("T", fmt::format("tensor sizes overflow: T ({}) x row strides exceeds 2^40 elements per tensor", tokens));
 
   if (const json* tolerance = r.find("tolerance")) {
@@ -356,17 +347,33 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
 
 namespace {
 
+// Case files are small; a larger file is refused before it is read into memory.
+constexpr std::uintmax_t kMaxCaseFileBytes = 64u << 20;
+
+// Every failure while reading one file becomes an error naming that file: one bad file never
+// costs the others their results.
 void load_file(const std::string& file, LoadedCases& out) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(file, ec);
+  if (ec) {
+    out.errors.push_back({file, "", "cannot read file: " + ec.message()});
+    return;
+  }
+  if (size > kMaxCaseFileBytes) {
+    out.errors.push_back({file, "", fmt::format("{} bytes; case files are limited to {} bytes", size, kMaxCaseFileBytes)});
+    return;
+  }
   std::ifstream stream(file, std::ios::binary);
-  if (!stream) {
-    out.errors.push_back({file, "", "cannot open file"});
+  std::string text((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  if (!stream && !stream.eof()) {
+    out.errors.push_back({file, "", "cannot read file"});
     return;
   }
   json document;
   try {
-    document = json::parse(stream);
-  } catch (const json::parse_error& e) {
-    out.errors.push_back({file, "", fmt::format("not valid JSON (byte {}): {}", e.byte, e.what())});
+    document = parse_json_strict(text);
+  } catch (const JsonInputError& e) {
+    out.errors.push_back({file, e.pointer(), e.what()});
     return;
   }
   auto parse_one = [&](const json& value, const std::string& pointer) {
@@ -374,6 +381,8 @@ void load_file(const std::string& file, LoadedCases& out) {
       out.cases.push_back(parse_case(value, file, pointer));
     } catch (const CaseParseError& e) {
       out.errors.push_back(e.error());
+    } catch (const std::exception& e) {
+      out.errors.push_back({file, pointer, e.what()});
     }
   };
   if (document.is_array()) {
@@ -381,6 +390,57 @@ void load_file(const std::string& file, LoadedCases& out) {
     for (std::size_t i = 0; i < document.size(); ++i) parse_one(document[i], "/" + std::to_string(i));
   } else {
     parse_one(document, "");
+  }
+}
+
+struct DirectoryId {
+  dev_t device;
+  ino_t inode;
+  std::string path;
+};
+
+// Adds the *.json files below `dir`. Directory symlinks are followed; one that leads back to
+// a directory being read (a loop), an unreadable directory and an entry that cannot be
+// examined are each an error naming their own path, and the walk goes on.
+void collect_case_files(const std::filesystem::path& dir, std::vector<DirectoryId>& ancestors,
+                        std::vector<std::string>& files, std::vector<CaseLoadError>& errors) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    errors.push_back({dir.string(), "", "cannot read directory: " + ec.message()});
+    return;
+  }
+  std::vector<fs::path> entries;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    entries.push_back(it->path());
+  }
+  if (ec) errors.push_back({dir.string(), "", "cannot read directory: " + ec.message()});
+  std::sort(entries.begin(), entries.end());
+  for (const fs::path& entry : entries) {
+    const bool is_json = entry.extension() == ".json";
+    struct stat status {};
+    if (::stat(entry.c_str(), &status) != 0) {
+      const int error = errno;
+      if (error == ELOOP) errors.push_back({entry.string(), "", "symlink loop: skipped"});
+      else if (is_json || error != ENOENT) errors.push_back({entry.string(), "", std::string("cannot read: ") + std::strerror(error)});
+      continue;
+    }
+    if (S_ISDIR(status.st_mode)) {
+      const auto loop = std::find_if(ancestors.begin(), ancestors.end(), [&](const DirectoryId& a) {
+        return a.device == status.st_dev && a.inode == status.st_ino;
+      });
+      if (loop != ancestors.end()) {
+        errors.push_back({entry.string(), "", fmt::format("symlink loop: leads back to {}; skipped", loop->path)});
+        continue;
+      }
+      ancestors.push_back({status.st_dev, status.st_ino, entry.string()});
+      collect_case_files(entry, ancestors, files, errors);
+      ancestors.pop_back();
+    } else if (S_ISREG(status.st_mode) && is_json) {
+      files.push_back(entry.string());
+    }
   }
 }
 
@@ -392,12 +452,15 @@ LoadedCases load_cases(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
+      struct stat status {};
+      std::vector<DirectoryId> ancestors;
+      if (::stat(path.c_str(), &status) == 0) ancestors.push_back({status.st_dev, status.st_ino, path});
       std::vector<std::string> files;
-      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->is_regular_file() && it->path().extension() == ".json") files.push_back(it->path().string());
-      if (ec) out.errors.push_back({path, "", "cannot read directory: " + ec.message()});
+      const std::size_t errors_before = out.errors.size();
+      collect_case_files(path, ancestors, files, out.errors);
       std::sort(files.begin(), files.end());
-      if (files.empty() && !ec) out.errors.push_back({path, "", "directory holds no .json case files"});
+      if (files.empty() && out.errors.size() == errors_before)
+        out.errors.push_back({path, "", "directory holds no .json case files"});
       for (const auto& file : files) load_file(file, out);
     } else if (fs::exists(path, ec)) {
       load_file(path, out);

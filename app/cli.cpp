@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 namespace attnres {
 
@@ -18,6 +19,25 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
       ->capture_default_str();
   command->add_option("--native-images", options.native_images,
                       "with --backend cpu: native images the modelled build holds (e.g. sm_90a or none)");
+}
+
+// Sizes such as 8G or 512M (powers of 1024), kept as text until parse() checks them.
+struct BudgetText {
+  std::string host, device;
+};
+
+void add_budget_options(CLI::App* command, BudgetText& text) {
+  command->add_option("--max-host-memory", text.host,
+                      "host memory a case may use (bytes, or 512M, 8G ...); default: the memory available");
+  command->add_option("--max-device-memory", text.device,
+                      "device memory a case may use (bytes, or 512M, 8G ...); default: the device's free memory");
+}
+
+std::optional<std::int64_t> parse_budget(const std::string& option, const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const std::optional<std::int64_t> bytes = parse_byte_size(text);
+  if (!bytes) throw UsageError(fmt::format("{}: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", option, text));
+  return bytes;
 }
 
 }  // namespace
@@ -39,9 +59,13 @@ Invocation parse(const std::vector<std::string>& args) {
                 "run the native kernel without its stride guard, to show the bug the guard prevents");
   run->add_flag("--allow-not-run", inv.run.allow_not_run, "cases nothing here can run do not fail the exit code");
   run->add_option("--inputs", inv.run.inputs, "replay tensors from this safetensors file (one case)");
+  run->add_flag("--no-verify-checksums", inv.run.no_verify_checksums,
+                "with --inputs: replay even when the data disagrees with the checksums stored in the file");
   run->add_option("--interesting", inv.run.interesting,
                   "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
   add_backend_options(run, inv.backend);
+  BudgetText budget;
+  add_budget_options(run, budget);
 
   CLI::App* info = app.add_subcommand("info", "the device, the native images in the build, and each case's path");
   info->add_option("cases", inv.info_paths, "case files or directories");
@@ -62,7 +86,9 @@ Invocation parse(const std::vector<std::string>& args) {
   repro->add_option("--case", inv.repro.case_name, "which case of the file (by name)");
   repro->add_option("--out", inv.repro.out_dir, "bundle directory (default repro-<case name>)");
   repro->add_flag("--no-layout-guard", inv.repro.no_layout_guard, "run without the native kernel's stride guard");
+  repro->add_flag("--force", inv.repro.force, "empty the bundle directory first if it holds anything");
   add_backend_options(repro, inv.backend);
+  add_budget_options(repro, budget);
 
   CLI::App* shrink = app.add_subcommand("shrink", "reduce a case while its disposition stays the same");
   shrink->add_option("case_file", inv.shrink.case_path, "case file")->required();
@@ -71,6 +97,7 @@ Invocation parse(const std::vector<std::string>& args) {
   shrink->add_option("--verdict", inv.shrink.verdict, "disposition to keep (default: the original case's)");
   shrink->add_flag("--no-layout-guard", inv.shrink.no_layout_guard, "run without the native kernel's stride guard");
   add_backend_options(shrink, inv.backend);
+  add_budget_options(shrink, budget);
 
   // CLI11 takes the words last-first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -92,6 +119,8 @@ Invocation parse(const std::vector<std::string>& args) {
   if (bench->parsed()) inv.command = Command::bench;
   if (repro->parsed()) inv.command = Command::repro;
   if (shrink->parsed()) inv.command = Command::shrink;
+  inv.budget.host_bytes = parse_budget("--max-host-memory", budget.host);
+  inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
   if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back("cases");
   if (inv.command == Command::bench) {
     for (auto t : inv.bench.tokens)

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "app/memory_budget.h"
+
 namespace attnres {
 
 class UsageError : public std::runtime_error {
@@ -31,6 +33,7 @@ struct RunArguments {
   bool no_layout_guard = false;
   bool allow_not_run = false;
   std::string inputs;  // replay tensors from this safetensors file
+  bool no_verify_checksums = false;  // replay even when the stored checksums disagree
   std::string interesting;  // exit 0 iff every case ends with this disposition
 };
 
@@ -48,6 +51,7 @@ struct ReproArguments {
   std::string case_name;  // which case of the file; default: the only one
   std::string out_dir;
   bool no_layout_guard = false;
+  bool force = false;  // empty a non-empty out_dir first
 };
 
 struct ShrinkArguments {
@@ -61,6 +65,7 @@ struct ShrinkArguments {
 struct Invocation {
   Command command = Command::run;
   BackendOptions backend;
+  MemoryBudget budget;  // run, repro, shrink
   RunArguments run;
   std::vector<std::string> info_paths;
   BenchArguments bench;

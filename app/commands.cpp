@@ -2,13 +2,15 @@
 
 #include <fnmatch.h>
 
-#include <fstream>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "app/bench.h"
 #include "app/case_spec.h"
+#include "app/file_output.h"
+#include "app/json_io.h"
 #include "app/repro.h"
 #include "app/report.h"
 #include "app/runner.h"
@@ -32,12 +34,6 @@ NativeImages parse_native_images(const std::string& list) {
     start = end + 1;
   }
   return images;
-}
-
-void write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot write file", path));
 }
 
 std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
@@ -76,24 +72,58 @@ RunContext context_of(const Backend& backend, const std::string& command_line) {
                     compiled_native_images(), command_line};
 }
 
+// Inputs from a safetensors file for the one selected case; a bad file is an error entry
+// naming the file and field, and the case is then not run.
+std::optional<ReplayInputs> read_replay(const RunArguments& args, const MemoryBudget& budget, CaseSpec& spec,
+                                        std::vector<CaseLoadError>& errors) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(args.inputs, ec);
+  const std::optional<std::int64_t> host = budget.host_bytes ? budget.host_bytes : available_host_memory();
+  if (!ec && host && size > std::uintmax_t(*host)) {
+    errors.push_back({args.inputs, "", fmt::format("{} long, more than the host memory budget of {}", describe_bytes(std::int64_t(size)),
+                                                   describe_bytes(*host))});
+    return std::nullopt;
+  }
+  try {
+    return ReplayInputs(read_safetensors(args.inputs), args.inputs, spec, !args.no_verify_checksums);
+  } catch (const SafetensorsError& e) {
+    errors.push_back({e.file(), e.field(), e.message()});
+  } catch (const std::bad_alloc&) {
+    errors.push_back({args.inputs, "", "out of host memory while reading it"});
+  }
+  return std::nullopt;
+}
+
 CommandOutput run_command(const Invocation& inv, const Progress& progress) {
   CommandOutput out;
   std::optional<Disposition> interesting;
   if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
     throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
+  // A report that cannot be written is found before any case runs.
+  for (const std::string* path : {&inv.run.json_path, &inv.run.junit_path}) {
+    if (path->empty()) continue;
+    try {
+      require_writable(*path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("report {}", e.what()));
+    }
+  }
   LoadedCases loaded = load_cases(inv.run.paths);
   std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), inv.run);
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   RunOptions options;
   options.disable_layout_guard = inv.run.no_layout_guard;
+  options.budget = inv.budget;
 
   std::vector<CaseResult> results;
   if (!inv.run.inputs.empty()) {
     if (cases.size() != 1)
       throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
-    CaseTensors replay = read_inputs_safetensors(inv.run.inputs, cases[0]);
-    if (progress) progress(0, 1, cases[0].name);
-    results.push_back(run_case(cases[0], *backend, options, &replay));
+    if (std::optional<ReplayInputs> replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors)) {
+      const InputSource source{[&] { return replay->tensors(); }, replay->held_bytes()};
+      if (progress) progress(0, 1, cases[0].name);
+      results.push_back(run_case(cases[0], *backend, options, &source));
+    }
   } else {
     for (std::size_t i = 0; i < cases.size(); ++i) {
       if (progress) progress(int(i), int(cases.size()), cases[i].name);
@@ -102,8 +132,6 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
   }
   const RunContext context = context_of(*backend, inv.command_line);
   out.text = format_table(results, loaded.errors, context, inv.color);
-  if (!inv.run.json_path.empty()) write_file(inv.run.json_path, report_json(results, loaded.errors, context).dump(2) + "\n");
-  if (!inv.run.junit_path.empty()) write_file(inv.run.junit_path, junit_xml(results, loaded.errors));
 
   const RunSummary summary = summarize(results, loaded.errors);
   for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";
@@ -122,6 +150,18 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
     out.notes += "no case selected\n";
     out.exit_code = kExitUnmet;
   }
+  // The table is already made: a report that fails to write costs only itself.
+  auto write_report = [&](const std::string& path, auto&& content) {
+    if (path.empty()) return;
+    try {
+      write_file_atomically(path, content());
+    } catch (const std::exception& e) {
+      out.notes += fmt::format("report not written: {}\n", e.what());
+      if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
+    }
+  };
+  write_report(inv.run.json_path, [&] { return dump_json(report_json(results, loaded.errors, context), 2) + "\n"; });
+  write_report(inv.run.junit_path, [&] { return junit_xml(results, loaded.errors); });
   return out;
 }
 

@@ -2,17 +2,21 @@
 
 #include <fmt/format.h>
 
+#include "kernels/checked_size.h"
 #include "kernels/philox.h"
 
 namespace attnres {
 
 HostTensor make_tensor(std::string name, std::int64_t rows, std::int64_t columns, std::int64_t row_stride) {
+  const std::optional<std::int64_t> elements = (CheckedSize(rows) * row_stride + 2 * kGuardElements).get();
+  if (!elements || std::uint64_t(*elements) > std::vector<bf16_bits>().max_size())
+    throw std::length_error(fmt::format("{}: {} rows of stride {} do not fit in memory", name, rows, row_stride));
   HostTensor t;
   t.name = std::move(name);
   t.rows = rows;
   t.columns = columns;
   t.row_stride = row_stride;
-  t.storage.assign(std::size_t(rows * row_stride + 2 * kGuardElements), kCanaryBits);
+  t.storage.assign(std::size_t(*elements), kCanaryBits);
   return t;
 }
 
@@ -81,15 +85,22 @@ CaseTensors make_case_tensors(const CaseSpec& spec) {
   return t;
 }
 
+std::string Fnv1a64::text() const { return fmt::format("fnv1a64:{:016x}", hash_); }
+
 std::string checksum(const HostTensor& tensor) {
-  std::uint64_t hash = 1469598103934665603ull;
+  Fnv1a64 hash;
   for (std::int64_t row = 0; row < tensor.rows; ++row)
-    for (std::int64_t col = 0; col < tensor.columns; ++col) {
-      const bf16_bits bits = tensor.at(row, col);
-      hash = (hash ^ (bits & 0xffu)) * 1099511628211ull;
-      hash = (hash ^ (bits >> 8)) * 1099511628211ull;
-    }
-  return fmt::format("fnv1a64:{:016x}", hash);
+    for (std::int64_t col = 0; col < tensor.columns; ++col) hash.add(tensor.at(row, col));
+  return hash.text();
+}
+
+std::optional<std::int64_t> case_storage_bytes(const AttnResShape& s, const AttnResStrides& strides) {
+  auto storage = [](CheckedSize rows, CheckedSize row_stride) { return (rows * row_stride + 2 * kGuardElements) * 2; };
+  const CheckedSize tokens = s.tokens;
+  const CheckedSize total = storage(tokens, strides.prefix) + storage(s.has_delta ? tokens : 0, strides.delta) +
+                            storage(tokens * s.max_blocks, strides.blocks_row) + storage(1, s.hidden) * 2 +
+                            storage(s.has_output_norm ? 1 : 0, s.hidden) + storage(tokens, strides.output);
+  return total.get();
 }
 
 CaseTensors expected_after_run(const CaseTensors& before) {

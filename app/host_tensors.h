@@ -2,6 +2,7 @@
 // regions around every allocation, a poisoned output; and the checks run after a kernel.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,25 @@ struct CaseTensors {
 // Generated inputs (seeded, deterministic), canaries, and an output full of poison.
 CaseTensors make_case_tensors(const CaseSpec& spec);
 
+// FNV-1a 64 over bf16 bits, low byte first.
+class Fnv1a64 {
+ public:
+  void add(bf16_bits bits) {
+    hash_ = (hash_ ^ (bits & 0xffu)) * 1099511628211ull;
+    hash_ = (hash_ ^ (bits >> 8)) * 1099511628211ull;
+  }
+  std::string text() const;  // "fnv1a64:<16 hex digits>"
+
+ private:
+  std::uint64_t hash_ = 1469598103934665603ull;
+};
+
 // FNV-1a 64 over the logical elements' bf16 bits, row by row: independent of padding.
 std::string checksum(const HostTensor& tensor);
+
+// Bytes of host storage (guards and padding included) of one copy of a case's seven
+// tensors as make_case_tensors lays them out; nothing when the sizes overflow int64.
+std::optional<std::int64_t> case_storage_bytes(const AttnResShape& shape, const AttnResStrides& strides);
 
 // What prefix and blocks must hold after a correct run, padding and guards untouched; the
 // other inputs must equal their originals, the output's padding and guards likewise.

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "app/json_io.h"
+
 namespace attnres {
 
 using nlohmann::json;
@@ -140,7 +142,12 @@ json report_json(const std::vector<CaseResult>& results, const std::vector<CaseL
 
 namespace {
 
-std::string xml_escape(const std::string& text) {
+// Valid UTF-8 (invalid bytes become U+FFFD) with XML's special characters escaped.
+std::string xml_escape(const std::string& raw) {
+  std::string text = valid_utf8(raw);
+  // U+FFFE and U+FFFF are not XML characters even when escaped.
+  for (const char* noncharacter : {"\xEF\xBF\xBE", "\xEF\xBF\xBF"})
+    for (std::size_t at; (at = text.find(noncharacter)) != std::string::npos;) text.replace(at, 3, "\xEF\xBF\xBD");
   std::string out;
   for (char c : text) {
     switch (c) {

@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "app/file_output.h"
+#include "app/json_io.h"
 #include "app/report.h"
 #include "app/runner.h"
 #include "app/safetensors.h"
@@ -20,11 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot write file", path.string()));
-}
+void write_text(const std::filesystem::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
 
 json environment(const Backend& backend) {
   int driver = 0, runtime = 0;
@@ -131,21 +129,37 @@ CommandOutput repro_command(const Invocation& inv) {
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   RunOptions options;
   options.disable_layout_guard = inv.repro.no_layout_guard;
+  options.budget = inv.budget;
+  const fs::path dir = inv.repro.out_dir.empty() ? fs::path("repro-" + spec.name) : fs::path(inv.repro.out_dir);
+  const DirectoryLock lock = [&] {
+    try {
+      return claim_output_directory(dir, inv.repro.force);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+  }();
   std::optional<CaseArtifacts> artifacts;
   const CaseResult result = run_case(spec, *backend, options, nullptr, &artifacts);
 
-  const fs::path dir = inv.repro.out_dir.empty() ? fs::path("repro-" + spec.name) : fs::path(inv.repro.out_dir);
-  fs::create_directories(dir);
   CaseSpec bundled = spec;
   bundled.file = "case.json";
   bundled.pointer.clear();
-  write_text(dir / "case.json", case_to_json(bundled).dump(2) + "\n");
-  const CaseTensors inputs = artifacts ? artifacts->inputs : make_case_tensors(spec);
-  write_safetensors((dir / "inputs.safetensors").string(), inputs_file(spec, inputs));
-  if (artifacts) write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
+  write_text(dir / "case.json", dump_json(case_to_json(bundled), 2) + "\n");
+  std::vector<std::string> written{"REPORT.md", "case.json"};
+  // Without a run (a rejection, or not-run) the inputs are made here, within the budget.
+  const bool inputs_fit = artifacts || !budget_refusal(spec, *backend, options, true);
+  if (inputs_fit) {
+    write_safetensors((dir / "inputs.safetensors").string(),
+                      inputs_file(spec, artifacts ? artifacts->inputs : make_case_tensors(spec)));
+    written.push_back("inputs.safetensors");
+  }
+  if (artifacts) {
+    write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
+    written.push_back("outputs.safetensors");
+  }
   const json env = environment(*backend);
-  write_text(dir / "environment.json", env.dump(2) + "\n");
-  write_text(dir / "result.json", result_json(result).dump(2) + "\n");
+  write_text(dir / "environment.json", dump_json(env, 2) + "\n");
+  write_text(dir / "result.json", dump_json(result_json(result), 2) + "\n");
   const std::string flags = backend_flags(inv) + (inv.repro.no_layout_guard ? " --no-layout-guard" : "");
   const std::string run_line = "attnres-check run case.json" + flags;
   const std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
@@ -158,9 +172,9 @@ CommandOutput repro_command(const Invocation& inv) {
   write_text(dir / "repro.py", repro_script());
   write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value()));
 
-  out.text = fmt::format("{}: {}\n  {}\nbundle written to {}/ (REPORT.md, case.json, inputs.safetensors{}, environment.json, result.json, replay.sh, repro.py)\n",
-                         spec.name, to_string(result.disposition), result.detail, dir.string(),
-                         artifacts ? ", outputs.safetensors" : "");
+  written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py"});
+  out.text = fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),
+                         result.detail, dir.string(), fmt::join(written, ", "));
   out.exit_code = meets_expectation(result.disposition) ? kExitOk : kExitUnmet;
   return out;
 }
@@ -228,6 +242,7 @@ CommandOutput shrink_command(const Invocation& inv) {
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   RunOptions options;
   options.disable_layout_guard = inv.shrink.no_layout_guard;
+  options.budget = inv.budget;
   const CaseResult original = run_case(current, *backend, options);
   std::string target = inv.shrink.verdict.empty() ? to_string(original.disposition) : inv.shrink.verdict;
   bool known = false;
@@ -258,7 +273,7 @@ CommandOutput shrink_command(const Invocation& inv) {
   current.name += "-shrunk";
   current.description = fmt::format("Shrunk by attnres-check from {} ({}); still {}.", original.location, original.name, target);
   const std::string path = inv.shrink.out_path.empty() ? current.name + ".json" : inv.shrink.out_path;
-  write_text(path, case_to_json(current).dump(2) + "\n");
+  write_text(path, dump_json(case_to_json(current), 2) + "\n");
   out.text += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides prefix {} delta {} output {} blocks {} ({:.3g}x smaller)\nwritten to {}\n",
                           trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
                           current.prefix_row_stride, current.delta_row_stride, current.output_row_stride, current.blocks_row_stride,

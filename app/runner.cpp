@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/checked_size.h"
 #include "kernels/cuda_check.h"
 #include "kernels/layout_guard.h"
 #include "reference/cpu_reference.h"
@@ -89,6 +90,26 @@ std::string describe_comparison(const Comparison& c) {
   return text;
 }
 
+bool wants_device_reference(const AttnResShape& s, const RunOptions& options) {
+  return !(CheckedSize(s.tokens) * (s.num_blocks + 1) * s.hidden).within(options.cpu_reference_limit);
+}
+
+// Why the case does not fit the memory budget, if it does not.
+std::optional<std::string> over_budget(const CaseFootprint& need, const Backend& backend, const RunOptions& options) {
+  if (!need.host_bytes || !need.device_bytes) return std::string("its tensor sizes overflow 64-bit byte counts");
+  const std::optional<std::int64_t> host = options.budget.host_bytes ? options.budget.host_bytes : available_host_memory();
+  if (host && *need.host_bytes > *host)
+    return fmt::format("needs at most {} of host memory; the budget is {} ({})", describe_bytes(*need.host_bytes),
+                       describe_bytes(*host), options.budget.host_bytes ? "--max-host-memory" : "the memory available; --max-host-memory sets it");
+  if (*need.device_bytes == 0) return std::nullopt;
+  const std::optional<std::int64_t> device =
+      options.budget.device_bytes ? options.budget.device_bytes : backend.free_device_bytes();
+  if (device && *need.device_bytes > *device)
+    return fmt::format("needs at most {} of device memory; the budget is {} ({})", describe_bytes(*need.device_bytes),
+                       describe_bytes(*device), options.budget.device_bytes ? "--max-device-memory" : "the device's free memory; --max-device-memory sets it");
+  return std::nullopt;
+}
+
 void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, const DispatchDecision& decision,
                           const CaseTensors& inputs, CaseResult& result, std::optional<CaseArtifacts>* artifacts) {
   for (const HostTensor* t : inputs.all())
@@ -100,12 +121,10 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
     judge_rejection(spec, e.what(), result);  // the entry refused although dispatch predicted a launch
     return;
   }
-  const AttnResShape& s = inputs.shape;
-  const std::int64_t source_elements = s.tokens * (s.num_blocks + 1) * std::int64_t(s.hidden);
   std::vector<double> reference;
   std::string reference_name = "cpu-float64";
   std::optional<std::vector<double>> device_reference;
-  if (source_elements > options.cpu_reference_limit) device_reference = backend.device_reference(inputs);
+  if (wants_device_reference(inputs.shape, options)) device_reference = backend.device_reference(inputs);
   if (device_reference) {
     reference = std::move(*device_reference);
     reference_name = "cublas-float64";
@@ -145,7 +164,29 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
 
 }  // namespace
 
-CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const CaseTensors* inputs,
+CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
+                             bool keeps_artifacts, std::int64_t held_bytes) {
+  const AttnResStrides strides = spec.strides();
+  const std::optional<std::int64_t> tensors = case_storage_bytes(spec.shape, strides);
+  const bool device_reference = wants_device_reference(spec.shape, options);
+  CaseFootprint footprint;
+  footprint.device_bytes = backend.device_bytes(spec.shape, strides, device_reference);
+  if (!tensors) return footprint;
+  // The inputs, the tensors after the run, the reference's scratch copy or the expected state
+  // (never both at once, both counted), and the float64 reference; a repro bundle keeps a copy
+  // of the inputs and writes one more of every tensor.
+  const CheckedSize copies = keeps_artifacts ? 7 : 4;
+  const CheckedSize reference = CheckedSize(spec.shape.tokens) * spec.shape.hidden * CheckedSize(sizeof(double));
+  footprint.host_bytes = (copies * *tensors + reference * (keeps_artifacts ? 2 : 1) + held_bytes).get();
+  return footprint;
+}
+
+std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
+                                          bool keeps_artifacts, std::int64_t held_bytes) {
+  return over_budget(case_footprint(spec, backend, options, keeps_artifacts, held_bytes), backend, options);
+}
+
+CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
                     std::optional<CaseArtifacts>* artifacts) {
   const auto start = std::chrono::steady_clock::now();
   CaseResult result;
@@ -173,10 +214,13 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
         result.detail = decision.reason;
       } else if (decision.rejection) {
         judge_rejection(spec, *decision.rejection, result);
-      } else if (inputs) {
-        run_kernel_and_judge(spec, backend, options, decision, *inputs, result, artifacts);
+      } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr,
+                                                 inputs ? inputs->held_bytes : 0)) {
+        result.disposition = Disposition::not_run;
+        result.detail = "not run: " + *why;
       } else {
-        run_kernel_and_judge(spec, backend, options, decision, make_case_tensors(spec), result, artifacts);
+        run_kernel_and_judge(spec, backend, options, decision, inputs ? inputs->make() : make_case_tensors(spec), result,
+                             artifacts);
       }
     }
   } catch (const std::bad_alloc&) {

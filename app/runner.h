@@ -1,6 +1,7 @@
 // Runs one case on a backend and turns what happened into a disposition.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "app/backend.h"
 #include "app/case_spec.h"
 #include "app/host_tensors.h"
+#include "app/memory_budget.h"
 
 namespace attnres {
 
@@ -69,7 +71,27 @@ struct RunOptions {
   // Above this many source elements (T * (num_blocks + 1) * H) the device reference judges,
   // where the backend has one.
   std::int64_t cpu_reference_limit = std::int64_t(1) << 26;
+  MemoryBudget budget;
 };
+
+// Inputs that come from elsewhere (a safetensors replay) instead of the generator: made only
+// once the case is known to fit its memory budget; `held_bytes` is what their source holds.
+struct InputSource {
+  std::function<CaseTensors()> make;
+  std::int64_t held_bytes = 0;
+};
+
+// At most what run_case allocates for a case: host bytes and device bytes (nothing: the
+// sizes overflow int64).
+struct CaseFootprint {
+  std::optional<std::int64_t> host_bytes;
+  std::optional<std::int64_t> device_bytes;
+};
+CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
+                             bool keeps_artifacts, std::int64_t held_bytes = 0);
+// Why the case's footprint does not fit options.budget (the bytes needed and the budget).
+std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
+                                          bool keeps_artifacts, std::int64_t held_bytes = 0);
 
 // Everything a repro bundle needs from a run, besides its result.
 struct CaseArtifacts {
@@ -78,9 +100,9 @@ struct CaseArtifacts {
   std::vector<double> reference;
 };
 
-// `inputs`: replay these tensors instead of generating them. `artifacts`: filled when the
-// kernel ran.
+// `inputs`: replay these instead of generating them. `artifacts`: filled when the kernel ran.
+// A case over the memory budget is not-run, with the bytes it needs and the budget.
 CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options,
-                    const CaseTensors* inputs = nullptr, std::optional<CaseArtifacts>* artifacts = nullptr);
+                    const InputSource* inputs = nullptr, std::optional<CaseArtifacts>* artifacts = nullptr);
 
 }  // namespace attnres

@@ -1,12 +1,18 @@
 #include "app/safetensors.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <istream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+
+#include "kernels/checked_size.h"
+#include "app/json_io.h"
 
 namespace attnres {
 
@@ -26,7 +32,17 @@ int dtype_size(const std::string& dtype) {
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+std::string error_text(const std::string& file, const std::string& field, const std::string& message) {
+  return field.empty() ? fmt::format("{}: {}", file, message) : fmt::format("{}: {}: {}", file, field, message);
+}
+
 }  // namespace
+
+SafetensorsError::SafetensorsError(std::string file, std::string field, std::string message)
+    : std::runtime_error(error_text(file, field, message)),
+      file_(std::move(file)),
+      field_(std::move(field)),
+      message_(std::move(message)) {}
 
 const SafetensorEntry* SafetensorsFile::find(const std::string& name) const {
   for (const auto& t : tensors)
@@ -42,87 +58,108 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  std::string text = dump_json(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-  std::ofstream out(path, std::ios::binary);
+  // Written beside the target and renamed over it: a failed write leaves no truncated file.
+  const std::string partial = path + ".partial";
+  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
   out.write(reinterpret_cast<const char*>(length), 8);
   out.write(text.data(), std::streamsize(text.size()));
   for (const auto& t : file.tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-  if (!out) throw SafetensorsError(fmt::format("{}: cannot write file", path));
+  out.close();
+  if (!out || std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw SafetensorsError(path, "", "cannot write file");
+  }
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  auto fail = [&](const std::string& what) { return SafetensorsError(fmt::format("{}: {}", path, what)); };
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw fail("cannot open file");
-  const std::uint64_t file_size = std::uint64_t(in.tellg());
+  if (!in) throw SafetensorsError(path, "", "cannot open file");
+  const std::streamoff end = in.tellg();
+  if (end < 0) throw SafetensorsError(path, "", "cannot read file");
   in.seekg(0);
-  if (file_size < 8) throw fail(fmt::format("truncated: {} bytes, shorter than the 8-byte header length", file_size));
+  return parse_safetensors(in, std::uint64_t(end), path);
+}
+
+SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, const std::string& path) {
+  auto fail = [&](const std::string& field, const std::string& what) { return SafetensorsError(path, field, what); };
+  if (file_size < 8) throw fail("", fmt::format("truncated: {} bytes, shorter than the 8-byte header length", file_size));
   unsigned char length[8];
   in.read(reinterpret_cast<char*>(length), 8);
+  if (!in) throw fail("", "cannot read the header length");
   std::uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i) header_size |= std::uint64_t(length[i]) << (8 * i);
   if (header_size > kMaxHeaderBytes || header_size > file_size - 8)
-    throw fail(fmt::format("header length {} does not fit the {}-byte file", header_size, file_size));
+    throw fail("", fmt::format("header length {} does not fit the {}-byte file", header_size, file_size));
   std::string text(header_size, '\0');
   in.read(text.data(), std::streamsize(header_size));
+  if (!in) throw fail("", "cannot read the header");
   json header;
   try {
-    header = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw fail(fmt::format("header is not valid JSON: {}", e.what()));
+    header = parse_json_strict(text);
+  } catch (const JsonInputError& e) {
+    throw fail(e.pointer(), fmt::format("header is not valid JSON: {}", e.what()));
   }
-  if (!header.is_object()) throw fail("header is not a JSON object");
+  if (!header.is_object()) throw fail("", "header is not a JSON object");
   const std::uint64_t data_size = file_size - 8 - header_size;
   SafetensorsFile file;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
+    const std::string field = "/" + escape_pointer_token(valid_utf8(name));
     if (name == "__metadata__") {
-      if (!it->is_object()) throw fail("/__metadata__: must be an object of strings");
+      if (!it->is_object()) throw fail(field, "must be an object of strings");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) throw fail(fmt::format("/__metadata__/{}: must be a string", m.key()));
+        if (!m->is_string()) throw fail(field + "/" + escape_pointer_token(valid_utf8(m.key())), "must be a string");
         file.metadata[m.key()] = m->get<std::string>();
       }
       continue;
     }
     const json& entry = *it;
-    if (!entry.is_object()) throw fail(fmt::format("/{}: must be an object", name));
+    if (!entry.is_object()) throw fail(field, "must be an object");
     SafetensorEntry t;
     t.name = name;
-    if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw fail(fmt::format("/{}/dtype: missing or not a string", name));
+    if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw fail(field + "/dtype", "missing or not a string");
     t.dtype = entry["dtype"].get<std::string>();
     const int element_size = dtype_size(t.dtype);
-    if (!element_size) throw fail(fmt::format("/{}/dtype: unknown dtype \"{}\"", name, t.dtype));
-    if (!entry.contains("shape") || !entry["shape"].is_array()) throw fail(fmt::format("/{}/shape: missing or not a list", name));
-    std::uint64_t elements = 1;
+    if (!element_size) throw fail(field + "/dtype", fmt::format("unknown dtype \"{}\"", valid_utf8(t.dtype)));
+    if (!entry.contains("shape") || !entry["shape"].is_array()) throw fail(field + "/shape", "missing or not a list");
+    CheckedSize elements = 1;
     for (const json& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) throw fail(fmt::format("/{}/shape: dimensions must be integers >= 0", name));
-      const std::uint64_t dim = d.get<std::uint64_t>();
-      if (dim && elements > (std::uint64_t(1) << 62) / dim) throw fail(fmt::format("/{}/shape: too many elements", name));
-      elements *= dim;
-      t.shape.push_back(std::int64_t(dim));
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+        throw fail(field + "/shape", "dimensions must be integers in [0, 2^63)");
+      t.shape.push_back(d.get<std::int64_t>());
+      elements = elements * t.shape.back();
     }
+    const CheckedSize stored_bytes = elements * element_size;
+    if (!stored_bytes.ok()) throw fail(field + "/shape", fmt::format("{} holds too many elements", shape_text(t.shape)));
     const json& offsets = entry.contains("data_offsets") ? entry["data_offsets"] : json();
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      throw fail(fmt::format("/{}/data_offsets: must be [begin, end]", name));
+      throw fail(field + "/data_offsets", "must be [begin, end]");
     const std::uint64_t begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
     if (begin > end || end > data_size)
-      throw fail(fmt::format("/{}/data_offsets: [{}, {}] lies outside the {}-byte data (file truncated?)", name, begin, end, data_size));
-    if (end - begin != elements * std::uint64_t(element_size))
-      throw fail(fmt::format("/{}/data_offsets: {} bytes for shape {} of {}", name, end - begin, shape_text(t.shape), t.dtype));
+      throw fail(field + "/data_offsets",
+                 fmt::format("[{}, {}] lies outside the {}-byte data (file truncated?)", begin, end, data_size));
+    if (end - begin != std::uint64_t(*stored_bytes.get()))
+      throw fail(field + "/data_offsets", fmt::format("{} bytes for shape {} of {}", end - begin, shape_text(t.shape), t.dtype));
     ranges.emplace_back(begin, end);
-    t.bytes.resize(end - begin);
-    in.seekg(std::streamoff(8 + header_size + begin));
-    in.read(reinterpret_cast<char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-    if (!in) throw fail(fmt::format("/{}: cannot read its data", name));
     file.tensors.push_back(std::move(t));
   }
   std::sort(ranges.begin(), ranges.end());
   for (std::size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) throw fail("tensor data ranges overlap");
+    if (ranges[i].first < ranges[i - 1].second) throw fail("", "tensor data ranges overlap");
+  // Only now, with every range proven inside the file, is any tensor data read.
+  for (SafetensorEntry& t : file.tensors) {
+    const json& offsets = header[t.name]["data_offsets"];
+    const std::uint64_t begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
+    t.bytes.resize(std::size_t(end - begin));
+    in.seekg(std::streamoff(8 + header_size + begin));
+    in.read(reinterpret_cast<char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+    if (!in) throw fail("/" + escape_pointer_token(valid_utf8(t.name)), "cannot read its data");
+  }
   return file;
 }
 
@@ -144,7 +181,7 @@ SafetensorsFile inputs_file(const CaseSpec& spec, const CaseTensors& t) {
   const AttnResShape& s = t.shape;
   SafetensorsFile file;
   file.metadata["format"] = "attnres-check inputs v1";
-  file.metadata["case"] = case_to_json(spec).dump();
+  file.metadata["case"] = dump_json(case_to_json(spec));
   add_strided(file, t.prefix, {s.tokens, s.hidden}, {t.prefix.row_stride, 1}, "prefix");
   if (s.has_delta) add_strided(file, t.delta, {s.tokens, s.hidden}, {t.delta.row_stride, 1}, "delta");
   add_strided(file, t.blocks, {s.tokens, s.max_blocks, s.hidden},
@@ -165,127 +202,202 @@ struct View {
   std::int64_t offset = 0;
 };
 
+// Strict decimal: digits only, no sign, space or fraction, within int64.
+std::optional<std::int64_t> parse_count(const std::string& text) {
+  std::int64_t value = 0;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 View view_of(const SafetensorsFile& file, const SafetensorEntry& entry, const std::string& path) {
-  auto fail = [&](const std::string& what) { return SafetensorsError(fmt::format("{}: {}", path, what)); };
+  auto fail = [&](const std::string& key, const std::string& what) {
+    return SafetensorsError(path, key.empty() ? entry.name : "/__metadata__/" + escape_pointer_token(key), what);
+  };
   auto list = [&](const std::string& key) {
     std::vector<std::int64_t> values;
     const auto it = file.metadata.find(key);
     if (it == file.metadata.end()) return values;
+    json parsed;
     try {
-      const json parsed = json::parse(it->second);
-      if (!parsed.is_array() || parsed.empty()) throw fail(fmt::format("/__metadata__/{}: must be a list of integers", key));
-      for (const json& v : parsed) {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
-          throw fail(fmt::format("/__metadata__/{}: must be a list of integers >= 0", key));
-        values.push_back(v.get<std::int64_t>());
-      }
-    } catch (const json::parse_error&) {
-      throw fail(fmt::format("/__metadata__/{}: not a JSON list", key));
+      parsed = parse_json_strict(it->second);
+    } catch (const JsonInputError&) {
+      throw fail(key, "not a JSON list");
+    }
+    if (!parsed.is_array() || parsed.empty()) throw fail(key, "must be a non-empty list of integers");
+    for (const json& v : parsed) {
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+        throw fail(key, "must be a list of integers in [0, 2^63)");
+      values.push_back(v.get<std::int64_t>());
     }
     return values;
   };
   View view;
   view.shape = list(entry.name + ".shape");
   view.stride = list(entry.name + ".stride");
-  if (view.shape.empty()) view.shape = entry.shape;
+  if (!file.metadata.count(entry.name + ".shape")) view.shape = entry.shape;
+  if (view.shape.empty()) throw fail("", "a 0-d tensor; expected [T, H], [T, MAXB, H] or [H]");
   if (view.stride.empty()) {
     view.stride.assign(view.shape.size(), 1);
-    for (std::size_t i = view.shape.size(); i-- > 1;) view.stride[i - 1] = view.stride[i] * view.shape[i];
+    CheckedSize dense = 1;
+    for (std::size_t i = view.shape.size(); i-- > 1;) {
+      dense = dense * view.shape[i];
+      if (!dense.ok()) throw fail("", fmt::format("shape {} holds too many elements", shape_text(view.shape)));
+      view.stride[i - 1] = *dense.get();
+    }
   }
   if (view.stride.size() != view.shape.size())
-    throw fail(fmt::format("/__metadata__/{}.stride: {} strides for a {}-d shape", entry.name, view.stride.size(), view.shape.size()));
-  if (view.stride.back() != 1) throw fail(fmt::format("{}: the innermost stride must be 1", entry.name));
+    throw fail(entry.name + ".stride", fmt::format("{} strides for a {}-d shape", view.stride.size(), view.shape.size()));
+  if (view.stride.back() != 1) throw fail(entry.name + ".stride", "the innermost stride must be 1");
   if (auto it = file.metadata.find(entry.name + ".storage_offset"); it != file.metadata.end()) {
-    try {
-      view.offset = std::stoll(it->second);
-    } catch (const std::exception&) {
-      throw fail(fmt::format("/__metadata__/{}.storage_offset: not an integer", entry.name));
-    }
-    if (view.offset < 0) throw fail(fmt::format("/__metadata__/{}.storage_offset: must be >= 0", entry.name));
+    const std::optional<std::int64_t> offset = parse_count(it->second);
+    if (!offset)
+      throw fail(entry.name + ".storage_offset",
+                 fmt::format("must be a decimal integer in [0, 2^63), got \"{}\"", valid_utf8(it->second)));
+    view.offset = *offset;
   }
   return view;
 }
 
+// The elements a view reaches, in [offset, offset + extent): proven inside `stored`, or an error.
+void require_inside(const View& view, const SafetensorEntry& entry, const std::string& path) {
+  const std::int64_t stored = std::int64_t(entry.bytes.size() / sizeof(bf16_bits));
+  CheckedSize last = view.offset;
+  bool empty = false;
+  for (std::size_t i = 0; i < view.shape.size(); ++i) {
+    empty = empty || view.shape[i] == 0;
+    last = last + (CheckedSize(view.shape[i]) - 1) * view.stride[i];
+  }
+  if (empty) return;
+  if (!(last + 1).within(stored))
+    throw SafetensorsError(path, entry.name,
+                           fmt::format("shape {} with strides {} and storage offset {} reaches past its {} stored elements",
+                                       shape_text(view.shape), shape_text(view.stride), view.offset, stored));
+}
+
 }  // namespace
 
-CaseTensors read_inputs_safetensors(const std::string& path, CaseSpec& spec) {
-  const SafetensorsFile file = read_safetensors(path);
-  auto fail = [&](const std::string& what) { return SafetensorsError(fmt::format("{}: {}", path, what)); };
-  auto require = [&](const std::string& name) -> const SafetensorEntry& {
-    const SafetensorEntry* e = file.find(name);
-    if (!e) throw fail(fmt::format("no tensor \"{}\"", name));
-    return *e;
+ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spec, bool verify_checksums)
+    : file_(std::move(file)) {
+  auto fail = [&](const std::string& field, const std::string& what) { return SafetensorsError(path, field, what); };
+  auto index_of = [&](const std::string& name) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < file_.tensors.size(); ++i)
+      if (file_.tensors[i].name == name) return i;
+    return std::nullopt;
   };
-  const SafetensorEntry& prefix = require("prefix");
-  const View prefix_view = view_of(file, prefix, path);
-  if (prefix_view.shape.size() != 2) throw fail(fmt::format("prefix: expected shape [T, H], got {}", shape_text(prefix_view.shape)));
+  auto require = [&](const std::string& name) {
+    const std::optional<std::size_t> i = index_of(name);
+    if (!i) throw fail("", fmt::format("no tensor \"{}\"", name));
+    return *i;
+  };
+  const std::size_t prefix = require("prefix");
+  const View prefix_view = view_of(file_, file_.tensors[prefix], path);
+  if (prefix_view.shape.size() != 2) throw fail("prefix", fmt::format("expected shape [T, H], got {}", shape_text(prefix_view.shape)));
   const std::int64_t tokens = prefix_view.shape[0], hidden = prefix_view.shape[1];
-  if (tokens < 1 || hidden < 8 || hidden % 8 || hidden > 65536)
-    throw fail(fmt::format("prefix: shape {} needs T >= 1 and H a multiple of 8 in [8, 65536]", shape_text(prefix_view.shape)));
-  const SafetensorEntry& blocks = require("blocks");
-  const View blocks_view = view_of(file, blocks, path);
+  if (tokens < 1 || tokens > (std::int64_t(1) << 31) || hidden < 8 || hidden % 8 || hidden > 65536)
+    throw fail("prefix", fmt::format("shape {} needs T in [1, 2^31] and H a multiple of 8 in [8, 65536]", shape_text(prefix_view.shape)));
+  const std::size_t blocks = require("blocks");
+  const View blocks_view = view_of(file_, file_.tensors[blocks], path);
   if (blocks_view.shape.size() != 3 || blocks_view.shape[0] != tokens || blocks_view.shape[2] != hidden)
-    throw fail(fmt::format("blocks: expected shape [{}, MAXB, {}], got {}", tokens, hidden, shape_text(blocks_view.shape)));
+    throw fail("blocks", fmt::format("expected shape [{}, MAXB, {}], got {}", tokens, hidden, shape_text(blocks_view.shape)));
   const std::int64_t max_blocks = blocks_view.shape[1];
   if (max_blocks < spec.shape.num_blocks || max_blocks > 64)
-    throw fail(fmt::format("blocks: MAXB {} must be in [num_blocks ({}), 64]", max_blocks, spec.shape.num_blocks));
-  if (blocks_view.stride[0] != max_blocks * blocks_view.stride[1])
-    throw fail(fmt::format("blocks: strides {} are not token-major [MAXB * s, s, 1]", shape_text(blocks_view.stride)));
+    throw fail("blocks", fmt::format("MAXB {} must be in [num_blocks ({}), 64]", max_blocks, spec.shape.num_blocks));
+  if (max_blocks > 0 && CheckedSize(blocks_view.stride[0]).get() != (CheckedSize(max_blocks) * blocks_view.stride[1]).get())
+    throw fail("blocks", fmt::format("strides {} are not token-major [MAXB * s, s, 1]", shape_text(blocks_view.stride)));
+  if (spec.shape.block_write_idx >= max_blocks)
+    throw fail("blocks", fmt::format("block_write_idx {} of the case is out of range for MAXB {}", spec.shape.block_write_idx, max_blocks));
+
+  // Every tensor: BF16, the expected shape, rows at least H apart, every element inside the data.
+  auto source = [&](std::size_t index, const View& view, const std::vector<std::int64_t>& expected) {
+    const SafetensorEntry& entry = file_.tensors[index];
+    if (entry.dtype != "BF16") throw fail(entry.name, fmt::format("dtype {} (only BF16 is supported)", entry.dtype));
+    if (view.shape != expected)
+      throw fail(entry.name, fmt::format("expected shape {}, got {}", shape_text(expected), shape_text(view.shape)));
+    const std::int64_t row_stride = view.shape.size() >= 2 ? view.stride[view.stride.size() - 2] : hidden;
+    if (row_stride < hidden) throw fail(entry.name, fmt::format("row stride {} is below H ({})", row_stride, hidden));
+    require_inside(view, entry, path);
+    // Rows of blocks are its [T * MAXB] (token, block) pairs; a [H] weight is one row.
+    const std::int64_t rows = view.shape.size() == 3 ? view.shape[0] * view.shape[1] : view.shape.size() == 2 ? view.shape[0] : 1;
+    return Source{index, view.offset, rows, row_stride};
+  };
+  prefix_ = source(prefix, prefix_view, {tokens, hidden});
+  blocks_ = source(blocks, blocks_view, {tokens, max_blocks, hidden});
+  const std::optional<std::size_t> delta = index_of("delta");
+  if (delta) delta_ = source(*delta, view_of(file_, file_.tensors[*delta], path), {tokens, hidden});
+  const std::size_t norm_weight = require("norm_weight"), qk_weight = require("qk_weight");
+  norm_weight_ = source(norm_weight, view_of(file_, file_.tensors[norm_weight], path), {hidden});
+  qk_weight_ = source(qk_weight, view_of(file_, file_.tensors[qk_weight], path), {hidden});
+  const std::optional<std::size_t> output_norm_weight = index_of("output_norm_weight");
+  if (output_norm_weight)
+    output_norm_weight_ = source(*output_norm_weight, view_of(file_, file_.tensors[*output_norm_weight], path), {hidden});
+
+  if (verify_checksums) {
+    for (const Source* s : {&prefix_, &delta_, &blocks_, &norm_weight_, &qk_weight_, &output_norm_weight_}) {
+      if (s->rows == 0 && s->row_stride == 0) continue;  // absent
+      const SafetensorEntry& entry = file_.tensors[s->entry];
+      const auto stored = file_.metadata.find("checksum." + entry.name);
+      if (stored == file_.metadata.end()) continue;
+      Fnv1a64 hash;
+      for (std::int64_t row = 0; row < s->rows; ++row)
+        for (std::int64_t col = 0; col < hidden; ++col) {
+          const std::size_t byte = std::size_t(s->offset + row * s->row_stride + col) * 2;
+          hash.add(bf16_bits(entry.bytes[byte] | (entry.bytes[byte + 1] << 8)));
+        }
+      if (hash.text() != stored->second)
+        throw fail("/__metadata__/checksum." + escape_pointer_token(entry.name),
+                   fmt::format("the data gives {}, the file says {}: the tensor was changed after it was written "
+                               "(--no-verify-checksums replays it anyway)",
+                               hash.text(), valid_utf8(stored->second)));
+    }
+  }
 
   spec.shape.tokens = tokens;
   spec.shape.hidden = int(hidden);
   spec.shape.max_blocks = int(max_blocks);
-  spec.shape.has_delta = file.find("delta") != nullptr;
-  spec.shape.has_output_norm = file.find("output_norm_weight") != nullptr;
-  if (spec.shape.block_write_idx >= max_blocks)
-    throw fail(fmt::format("block_write_idx {} of the case is out of range for MAXB {}", spec.shape.block_write_idx, max_blocks));
-  spec.prefix_row_stride = prefix_view.stride[0];
-  spec.blocks_row_stride = blocks_view.stride[1];
+  spec.shape.has_delta = delta.has_value();
+  spec.shape.has_output_norm = output_norm_weight.has_value();
+  spec.prefix_row_stride = prefix_.row_stride;
+  if (delta) spec.delta_row_stride = delta_.row_stride;
+  spec.blocks_row_stride = blocks_.row_stride;
   spec.output_row_stride = std::max<std::int64_t>(spec.output_row_stride, hidden);
+  shape_ = spec.shape;
+  output_row_stride_ = spec.output_row_stride;
+}
 
-  CaseTensors t;
-  t.shape = spec.shape;
-  auto fill = [&](HostTensor& target, const SafetensorEntry& entry, const View& view, std::vector<std::int64_t> expected) {
-    if (entry.dtype != "BF16") throw fail(fmt::format("{}: dtype {} (only BF16 is supported)", entry.name, entry.dtype));
-    if (view.shape != expected)
-      throw fail(fmt::format("{}: expected shape {}, got {}", entry.name, shape_text(expected), shape_text(view.shape)));
-    if (view.shape.size() >= 2 && view.stride[view.stride.size() - 2] < hidden)
-      throw fail(fmt::format("{}: row stride {} is below H ({})", entry.name, view.stride[view.stride.size() - 2], hidden));
+std::int64_t ReplayInputs::held_bytes() const {
+  std::int64_t bytes = 0;
+  for (const SafetensorEntry& t : file_.tensors) bytes += std::int64_t(t.bytes.size());
+  return bytes;
+}
+
+CaseTensors ReplayInputs::tensors() const {
+  const std::int64_t hidden = shape_.hidden;
+  auto copy = [&](const char* name, const Source& s) {
+    if (s.row_stride == 0) return make_tensor(name, 0, hidden, hidden);
+    HostTensor target = make_tensor(name, s.rows, hidden, s.row_stride);
+    const SafetensorEntry& entry = file_.tensors[s.entry];
     const std::int64_t stored = std::int64_t(entry.bytes.size() / sizeof(bf16_bits));
-    const std::int64_t row_stride = view.shape.size() >= 2 ? view.stride[view.stride.size() - 2] : hidden;
-    const std::int64_t rows = view.shape.size() == 3 ? view.shape[0] * view.shape[1] : view.shape.size() == 2 ? view.shape[0] : 1;
-    const std::int64_t needed = view.offset + (rows - 1) * row_stride + hidden;
-    if (stored < needed)
-      throw fail(fmt::format("{}: {} stored elements, but shape {} with strides {} needs {}", entry.name, stored,
-                             shape_text(view.shape), shape_text(view.stride), needed));
-    target = make_tensor(entry.name, rows, hidden, row_stride);
-    const auto* source = reinterpret_cast<const bf16_bits*>(entry.bytes.data()) + view.offset;
-    for (std::int64_t row = 0; row < rows; ++row)
-      for (std::int64_t col = 0; col < row_stride && row * row_stride + col < stored - view.offset; ++col)
-        target.at(row, col) = source[row * row_stride + col];
+    // The logical elements are proven inside; padding is copied where the file holds it
+    // (the last row's padding may lie past the data) and keeps the canary elsewhere.
+    for (std::int64_t row = 0; row < s.rows; ++row) {
+      const std::int64_t start = s.offset + row * s.row_stride;
+      const std::int64_t count = std::min(s.row_stride, stored - start);
+      std::memcpy(&target.at(row, 0), entry.bytes.data() + start * 2, std::size_t(count) * 2);
+    }
+    return target;
   };
-  fill(t.prefix, prefix, prefix_view, {tokens, hidden});
-  if (spec.shape.has_delta) {
-    const SafetensorEntry& delta = require("delta");
-    const View delta_view = view_of(file, delta, path);
-    fill(t.delta, delta, delta_view, {tokens, hidden});
-    spec.delta_row_stride = t.delta.row_stride;
-  } else {
-    t.delta = make_tensor("delta", 0, hidden, hidden);
-  }
-  fill(t.blocks, blocks, blocks_view, {tokens, max_blocks, hidden});
-  const SafetensorEntry& norm_weight = require("norm_weight");
-  fill(t.norm_weight, norm_weight, view_of(file, norm_weight, path), {hidden});
-  const SafetensorEntry& qk_weight = require("qk_weight");
-  fill(t.qk_weight, qk_weight, view_of(file, qk_weight, path), {hidden});
-  if (spec.shape.has_output_norm) {
-    const SafetensorEntry& onw = require("output_norm_weight");
-    fill(t.output_norm_weight, onw, view_of(file, onw, path), {hidden});
-  } else {
-    t.output_norm_weight = make_tensor("output_norm_weight", 0, hidden, hidden);
-  }
-  t.output = make_tensor("output", tokens, hidden, spec.output_row_stride);
-  for (std::int64_t row = 0; row < tokens; ++row)
+  CaseTensors t;
+  t.shape = shape_;
+  t.prefix = copy("prefix", prefix_);
+  t.delta = copy("delta", delta_);
+  t.blocks = copy("blocks", blocks_);
+  t.norm_weight = copy("norm_weight", norm_weight_);
+  t.qk_weight = copy("qk_weight", qk_weight_);
+  t.output_norm_weight = copy("output_norm_weight", output_norm_weight_);
+  t.output = make_tensor("output", shape_.tokens, hidden, output_row_stride_);
+  for (std::int64_t row = 0; row < t.output.rows; ++row)
     for (std::int64_t col = 0; col < hidden; ++col) t.output.at(row, col) = kPoisonBits;
   return t;
 }

@@ -176,7 +176,12 @@ TEST(Repro, ReplayOfDenseTensorsWithoutMetadata) {
 
   file.tensors[1].shape = {1, 8};  // blocks must be [T, MAXB, H]
   write_safetensors(path, file);
-  EXPECT_THROW(run_cli({"run", case_path, "--inputs", path, "--backend", "cpu"}), SafetensorsError);
+  const CommandOutput bad = run_cli({"run", case_path, "--inputs", path, "--backend", "cpu", "--json", report});
+  EXPECT_EQ(bad.exit_code, kExitBadInput);
+  EXPECT_NE(bad.notes.find(path + ": blocks: expected shape [1, MAXB, 8], got [1, 8]"), std::string::npos) << bad.notes;
+  const json bad_report = json::parse(read(report));
+  EXPECT_EQ(bad_report["load_errors"][0]["file"], path);
+  EXPECT_EQ(bad_report["cases"].size(), 0u);
 }
 
 TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {

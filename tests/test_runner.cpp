@@ -21,7 +21,12 @@ class FakeBackend : public Backend {
   void execute(const DispatchDecision&, bool, CaseTensors& t) override { kernel_(t); }
   std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
   bool usable() const override { return usable_; }
+  std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides, bool) const override {
+    return case_storage_bytes(shape, strides);
+  }
+  std::optional<std::int64_t> free_device_bytes() const override { return free_device_bytes_; }
   bool usable_ = true;
+  std::int64_t free_device_bytes_ = std::int64_t(1) << 40;
 
  private:
   std::function<void(CaseTensors&)> kernel_;

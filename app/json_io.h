@@ -1,0 +1,37 @@
+// JSON in and out for files that other people wrote: strict parsing (duplicate keys and
+// out-of-range numbers are errors, not silently resolved) and output that is always valid
+// UTF-8, whatever bytes a path or message held.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace attnres {
+
+// What is wrong and where: `pointer` is a JSON pointer ("" for the document or unknown).
+class JsonInputError : public std::runtime_error {
+ public:
+  JsonInputError(std::string pointer, const std::string& message)
+      : std::runtime_error(message), pointer_(std::move(pointer)) {}
+  const std::string& pointer() const { return pointer_; }
+
+ private:
+  std::string pointer_;
+};
+
+// Throws JsonInputError: not JSON (with the byte offset), a number out of range, or a key
+// given twice in one object (pointing at the second).
+nlohmann::json parse_json_strict(std::string_view text);
+
+// JSON text; invalid UTF-8 in strings is replaced by U+FFFD instead of throwing.
+std::string dump_json(const nlohmann::json& value, int indent = -1);
+
+// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD.
+std::string valid_utf8(std::string_view text);
+
+// One JSON pointer reference token ("a/b" -> "a~1b").
+std::string escape_pointer_token(std::string_view key);
+
+}  // namespace attnres
