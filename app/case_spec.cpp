@@ -345,6 +345,31 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
   return spec;
 }
 
+void parse_case_text(std::string_view text, const std::string& file, LoadedCases& out) {
+  json document;
+  try {
+    document = parse_json_strict(text);
+  } catch (const JsonInputError& e) {
+    out.errors.push_back({file, e.pointer(), e.what()});
+    return;
+  }
+  auto parse_one = [&](const json& value, const std::string& pointer) {
+    try {
+      out.cases.push_back(parse_case(value, file, pointer));
+    } catch (const CaseParseError& e) {
+      out.errors.push_back(e.error());
+    } catch (const std::exception& e) {
+      out.errors.push_back({file, pointer, e.what()});
+    }
+  };
+  if (document.is_array()) {
+    if (document.empty()) out.errors.push_back({file, "", "holds an empty list of cases"});
+    for (std::size_t i = 0; i < document.size(); ++i) parse_one(document[i], "/" + std::to_string(i));
+  } else {
+    parse_one(document, "");
+  }
+}
+
 namespace {
 
 // Case files are small; a larger file is refused before it is read into memory.
@@ -369,28 +394,7 @@ void load_file(const std::string& file, LoadedCases& out) {
     out.errors.push_back({file, "", "cannot read file"});
     return;
   }
-  json document;
-  try {
-    document = parse_json_strict(text);
-  } catch (const JsonInputError& e) {
-    out.errors.push_back({file, e.pointer(), e.what()});
-    return;
-  }
-  auto parse_one = [&](const json& value, const std::string& pointer) {
-    try {
-      out.cases.push_back(parse_case(value, file, pointer));
-    } catch (const CaseParseError& e) {
-      out.errors.push_back(e.error());
-    } catch (const std::exception& e) {
-      out.errors.push_back({file, pointer, e.what()});
-    }
-  };
-  if (document.is_array()) {
-    if (document.empty()) out.errors.push_back({file, "", "holds an empty list of cases"});
-    for (std::size_t i = 0; i < document.size(); ++i) parse_one(document[i], "/" + std::to_string(i));
-  } else {
-    parse_one(document, "");
-  }
+  parse_case_text(text, file, out);
 }
 
 struct DirectoryId {

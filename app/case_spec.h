@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,9 @@ struct LoadedCases {
 // Files and directories (read recursively, *.json in name order). A bad case is an error of
 // its own; the other cases of the same file are still returned.
 LoadedCases load_cases(const std::vector<std::string>& paths);
+
+// The cases of one file's text: every failure (not JSON, a bad case) is an error naming `file`.
+void parse_case_text(std::string_view text, const std::string& file, LoadedCases& out);
 
 // One case from parsed JSON; throws CaseParseError.
 CaseSpec parse_case(const nlohmann::json& value, const std::string& file, const std::string& pointer);

@@ -1,0 +1,11 @@
+# The host code that reads what other people wrote (case files, safetensors files) and builds
+# a case's tensors from it: plain C++, no CUDA. Built into the tool and into the fuzz targets.
+set(ATTNRES_INPUT_SOURCES
+  app/case_spec.cpp
+  app/json_io.cpp
+  app/host_tensors.cpp
+  app/safetensors.cpp
+  kernels/cpu_kernels.cpp
+  kernels/dispatch.cpp
+  kernels/layout_guard.cpp
+  reference/cpu_reference.cpp)
