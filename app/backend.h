@@ -9,6 +9,7 @@
 
 #include "app/host_tensors.h"
 #include "kernels/dispatch.h"
+#include "kernels/kernel_entry.h"
 
 namespace attnres {
 
@@ -18,9 +19,15 @@ class Backend {
   virtual std::string name() const = 0;
   virtual DeviceDescription device() const = 0;
   virtual NativeImages native_images() const = 0;
-  // Runs the decided kernel over the tensors in place. Throws LayoutError when the guarded
-  // native entry refuses, CudaError on a device failure.
-  virtual void execute(const DispatchDecision& decision, bool layout_guard, CaseTensors& tensors) = 0;
+  // Where this backend keeps a case's tensors while a kernel runs, and the kernels that take
+  // their operands there: the built-ins, plus any external kernel added with add_kernel.
+  virtual OperandPlace operand_place() const = 0;
+  const KernelRegistry& kernels() const { return kernels_; }
+  void add_kernel(std::unique_ptr<KernelEntry> entry) { kernels_.add(std::move(entry)); }
+  // Runs `kernel` over the tensors in place (copying them to the device and back where they
+  // live there). Throws KernelRejection when the kernel refuses, KernelFailure or CudaError
+  // when it fails.
+  virtual void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) = 0;
   // The float64 reference computed on the device, where the backend has one.
   virtual std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) = 0;
   // False once a fault has left the device unusable for later cases.
@@ -31,6 +38,9 @@ class Backend {
                                                    bool device_reference) const = 0;
   // Free device memory now; nothing for a host backend.
   virtual std::optional<std::int64_t> free_device_bytes() const = 0;
+
+ protected:
+  KernelRegistry kernels_;
 };
 
 // The build's native images, as compiled (not as loadable on any device).

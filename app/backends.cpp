@@ -5,10 +5,10 @@
 
 #include "app/backend.h"
 #include "kernels/checked_size.h"
-#include "kernels/cpu_kernels.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/launch.h"
+#include "kernels/kernel_entry.h"
 #include "reference/cublas_reference.h"
 
 namespace attnres {
@@ -47,15 +47,15 @@ namespace {
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(DeviceDescription model, NativeImages images) : model_(std::move(model)), images_(images) {}
+  CpuBackend(DeviceDescription model, NativeImages images) : model_(std::move(model)), images_(images) {
+    register_builtin_kernels(kernels_, OperandPlace::host, images_);
+  }
+  OperandPlace operand_place() const override { return OperandPlace::host; }
   std::string name() const override { return "cpu"; }
   DeviceDescription device() const override { return model_; }
   NativeImages native_images() const override { return images_; }
-  void execute(const DispatchDecision& decision, bool layout_guard, CaseTensors& tensors) override {
-    const AttnResArgs args = tensors.args();
-    if (decision.path == KernelPath::native) cpu_native_kernel(args, layout_guard);
-    else if (decision.hard_coded_row_stride) cpu_native_kernel(args, false);
-    else cpu_portable_kernel(args);
+  void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) override {
+    kernel.launch(tensors.args(), options, nullptr);
   }
   std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
   std::optional<std::int64_t> device_bytes(const AttnResShape&, const AttnResStrides&, bool) const override { return 0; }
@@ -104,17 +104,20 @@ constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t(64) << 20;
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(DeviceDescription device, NativeImages images) : device_(std::move(device)), images_(images) {}
+  CudaBackend(DeviceDescription device, NativeImages images) : device_(std::move(device)), images_(images) {
+    register_builtin_kernels(kernels_, OperandPlace::cuda_device, images_);
+  }
+  OperandPlace operand_place() const override { return OperandPlace::cuda_device; }
   std::string name() const override { return "cuda"; }
   DeviceDescription device() const override { return device_; }
   NativeImages native_images() const override { return images_; }
   bool usable() const override { return usable_; }
 
-  void execute(const DispatchDecision& decision, bool layout_guard, CaseTensors& tensors) override {
+  void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) override {
     guarded([&] {
       DeviceTensors device(tensors, nullptr);
-      if (decision.path == KernelPath::native) launch_native(device.args, layout_guard, nullptr);
-      else launch_portable(device.args, nullptr, decision.hard_coded_row_stride);
+      kernel.launch(device.args, options, nullptr);
+      ATTNRES_CUDA_CHECK(cudaGetLastError());
       ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
       device.download(tensors, nullptr);
     });

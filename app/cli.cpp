@@ -19,6 +19,9 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
       ->capture_default_str();
   command->add_option("--native-images", options.native_images,
                       "with --backend cpu: native images the modelled build holds (e.g. sm_90a or none)");
+  command->add_option("--kernel", options.kernel,
+                      "run every case on this kernel: native, portable, or so:PATH[:SYMBOL] (a shared library "
+                      "behind include/attnres/kernel_abi.h); default: each case's own, auto by the dispatcher");
 }
 
 // Sizes such as 8G or 512M (powers of 1024), kept as text until parse() checks them.

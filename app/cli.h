@@ -22,6 +22,7 @@ struct BackendOptions {
   std::string backend = "auto";      // auto | cuda | cpu
   std::string device_model = "sm_90";  // what the cpu backend tells the dispatcher
   std::optional<std::string> native_images;  // cpu backend: override the build's list ("none", "sm_90a,sm_100a")
+  std::string kernel;  // every case on this kernel: "native", "portable" or "so:PATH[:SYMBOL]"; empty: each case's own
 };
 
 struct RunArguments {

@@ -11,6 +11,7 @@
 #include "app/case_spec.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
+#include "app/plugin_kernel.h"
 #include "app/repro.h"
 #include "app/report.h"
 #include "app/runner.h"
@@ -34,6 +35,23 @@ NativeImages parse_native_images(const std::string& list) {
     start = end + 1;
   }
   return images;
+}
+
+// An external kernel under test replaces `auto` and `native` (the production kernel's role:
+// the guard cases name it); a case pinned to the built-in portable kernel tests that kernel,
+// so it is left out, with a note.
+std::vector<CaseSpec> cases_for_kernel(std::vector<CaseSpec> cases, const std::string& kernel, std::string& notes) {
+  if (kernel.rfind("so:", 0) != 0) return cases;
+  std::vector<CaseSpec> kept;
+  int pinned = 0;
+  for (auto& c : cases) {
+    if (c.kernel == KernelChoice::portable) ++pinned;
+    else kept.push_back(std::move(c));
+  }
+  if (pinned)
+    notes += fmt::format("{} case{} pinned to the built-in portable kernel left out: --kernel {} replaces auto and native\n",
+                         pinned, pinned == 1 ? "" : "s", kernel);
+  return kept;
 }
 
 std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
@@ -66,10 +84,11 @@ std::optional<Disposition> parse_disposition(const std::string& name) {
   return std::nullopt;
 }
 
-RunContext context_of(const Backend& backend, const std::string& command_line) {
+RunContext context_of(const Backend& backend, const Invocation& inv) {
   const DeviceDescription device = backend.device();
   return RunContext{backend.name(), device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none",
-                    compiled_native_images(), command_line};
+                    compiled_native_images(), inv.command_line,
+                    inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel};
 }
 
 // Inputs from a safetensors file for the one selected case; a bad file is an error entry
@@ -109,11 +128,13 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
     }
   }
   LoadedCases loaded = load_cases(inv.run.paths);
-  std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), inv.run);
+  std::vector<CaseSpec> cases =
+      select_cases(cases_for_kernel(std::move(loaded.cases), inv.backend.kernel, out.notes), inv.run);
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   RunOptions options;
   options.disable_layout_guard = inv.run.no_layout_guard;
   options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
 
   std::vector<CaseResult> results;
   if (!inv.run.inputs.empty()) {
@@ -130,7 +151,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
       results.push_back(run_case(cases[i], *backend, options));
     }
   }
-  const RunContext context = context_of(*backend, inv.command_line);
+  const RunContext context = context_of(*backend, inv);
   out.text = format_table(results, loaded.errors, context, inv.color);
 
   const RunSummary summary = summarize(results, loaded.errors);
@@ -161,7 +182,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
     }
   };
   write_report(inv.run.json_path, [&] { return dump_json(report_json(results, loaded.errors, context), 2) + "\n"; });
-  write_report(inv.run.junit_path, [&] { return junit_xml(results, loaded.errors); });
+  write_report(inv.run.junit_path, [&] { return junit_xml(results, loaded.errors, context); });
   return out;
 }
 
@@ -180,9 +201,16 @@ CommandOutput info_command(const Invocation& inv) {
   }
   out.text += fmt::format("dispatcher sees: sm_90a image {}, sm_100a image {}\n", images.sm90a ? "yes" : "no",
                           images.sm100a ? "yes" : "no");
+  out.text += fmt::format("kernels in the registry: {}\n", fmt::join(backend->kernels().names(), ", "));
   LoadedCases loaded = load_cases(inv.info_paths);
   out.text += fmt::format("{} cases:\n", loaded.cases.size());
+  const KernelEntry* under_test = inv.backend.kernel.empty() ? nullptr : backend->kernels().find(inv.backend.kernel);
   for (const CaseSpec& spec : loaded.cases) {
+    if (under_test) {
+      const auto why = under_test->cannot_implement(spec.shape, spec.strides(), device);
+      out.text += fmt::format("  {:<44} {:<9} {}\n", spec.name, why ? "not-run" : "runs", why ? *why : under_test->name());
+      continue;
+    }
     DispatchRequest request;
     request.shape = spec.shape;
     request.strides = spec.strides();
@@ -199,20 +227,40 @@ CommandOutput info_command(const Invocation& inv) {
 
 }  // namespace
 
+namespace {
+
+// The backend with the kernel --kernel names in its registry: a built-in, or a plugin loaded now.
+std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const std::string& kernel) {
+  if (kernel.empty() || backend->kernels().find(kernel)) return backend;
+  if (kernel.rfind("so:", 0) != 0)
+    throw UsageError(fmt::format("--kernel: unknown kernel \"{}\" (built-in: {}; external: so:PATH[:SYMBOL])", kernel,
+                                 fmt::join(backend->kernels().names(), ", ")));
+  try {
+    backend->add_kernel(load_shared_library_kernel(kernel));
+  } catch (const PluginError& e) {
+    throw UsageError(e.what());
+  }
+  return backend;
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note) {
   if (options.backend == "cpu") {
     const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
     if (!model) throw UsageError(fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
     const NativeImages images = options.native_images ? parse_native_images(*options.native_images) : native_images_from_build();
-    return make_cpu_backend(*model, images);
+    return with_kernel(make_cpu_backend(*model, images), options.kernel);
   }
   if (options.native_images) throw UsageError("--native-images applies to --backend cpu only");
   std::string why;
-  std::unique_ptr<Backend> cuda = make_cuda_backend(why);
-  if (cuda) return cuda;
-  if (options.backend == "cuda") throw std::runtime_error("--backend cuda: " + why);
-  note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);
-  return make_cpu_backend(DeviceDescription{}, NativeImages{});
+  std::unique_ptr<Backend> backend = make_cuda_backend(why);
+  if (!backend) {
+    if (options.backend == "cuda") throw std::runtime_error("--backend cuda: " + why);
+    note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);
+    backend = make_cpu_backend(DeviceDescription{}, NativeImages{});
+  }
+  return with_kernel(std::move(backend), options.kernel);
 }
 
 CaseSpec load_single_case(const std::string& path, const std::string& name) {

@@ -49,9 +49,9 @@ std::string format_table(const std::vector<CaseResult>& results, const std::vect
                          const RunContext& context, bool color) {
   const char* dim = color ? "\033[2m" : "";
   const char* reset = color ? "\033[0m" : "";
-  std::string out = fmt::format("backend {}, device {}, native images in build: {}\n", context.backend, context.device,
-                                fmt::join(context.native_images, ", "));
-  out += fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "path", "max-abs", "mismatched");
+  std::string out = fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend,
+                                context.device, fmt::join(context.native_images, ", "), context.kernel);
+  out += fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "kernel", "max-abs", "mismatched");
   for (const CaseResult& r : results) {
     std::string max_abs = "-", mismatched = "-";
     if (r.comparison) {
@@ -60,7 +60,7 @@ std::string format_table(const std::vector<CaseResult>& results, const std::vect
     }
     const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
     out += fmt::format("{}{}{} {:<44} {:<9} {:>10} {:>14}\n", color ? color_of(r.disposition) : "", verdict, reset,
-                       r.name, to_string(r.path), max_abs, mismatched);
+                       r.name, r.kernel, max_abs, mismatched);
     out += fmt::format("  {}why: {}{}\n", dim, r.dispatch_reason.empty() ? r.detail : r.dispatch_reason, reset);
     if (!meets_expectation(r.disposition) || r.disposition == Disposition::rejected_as_expected)
       out += fmt::format("  {}\n", r.detail);
@@ -79,7 +79,7 @@ json result_json(const CaseResult& r) {
             {"detail", r.detail},
             {"backend", r.backend},
             {"device", r.device},
-            {"path", to_string(r.path)},
+            {"kernel", r.kernel},
             {"dispatch_reason", r.dispatch_reason},
             {"layout_guard", r.layout_guard},
             {"seconds", r.seconds}};
@@ -126,6 +126,7 @@ json report_json(const std::vector<CaseResult>& results, const std::vector<CaseL
             {"backend", context.backend},
             {"device", context.device},
             {"native_images", context.native_images},
+            {"kernel", context.kernel},
             {"summary",
              {{"total", summary.total},
               {"met_expectation", summary.met},
@@ -168,7 +169,8 @@ std::string file_of(const std::string& location) { return location.substr(0, loc
 
 }  // namespace
 
-std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
+std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                      const RunContext& context) {
   struct Suite {
     std::string body;
     int tests = 0, failures = 0, errors = 0, skipped = 0;
@@ -192,8 +194,8 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
       body = fmt::format("      <failure type=\"{}\" message=\"{}\">{}</failure>\n", to_string(r.disposition), message,
                          xml_escape(r.detail));
     }
-    body += fmt::format("      <system-out>disposition: {}\npath: {} ({})\nlayout guard: {}\n{}</system-out>\n",
-                        to_string(r.disposition), to_string(r.path), xml_escape(r.dispatch_reason),
+    body += fmt::format("      <system-out>disposition: {}\nkernel: {} ({})\nlayout guard: {}\n{}</system-out>\n",
+                        to_string(r.disposition), xml_escape(r.kernel), xml_escape(r.dispatch_reason),
                         r.layout_guard ? "on" : "off", xml_escape(r.detail));
     suite.body += fmt::format("    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
                               xml_escape(file_of(r.location)), xml_escape(r.name), r.seconds, body);
@@ -210,6 +212,15 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
   }
   int tests = 0, failures = 0, errors = 0, skipped = 0;
   double time = 0;
+  // What ran, on every suite: a CPU stand-in result must not pass for a GPU one.
+  std::string properties = "    <properties>\n";
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"backend", context.backend},
+                                   {"device", context.device},
+                                   {"kernel", context.kernel},
+                                   {"tool_version", ATTNRES_VERSION},
+                                   {"git_revision", ATTNRES_GIT_REVISION}})
+    properties += fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", key, xml_escape(value));
+  properties += "    </properties>\n";
   std::string body;
   for (const auto& [name, s] : suites) {
     tests += s.tests;
@@ -218,8 +229,8 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
     skipped += s.skipped;
     time += s.time;
     body += fmt::format(
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}  </testsuite>\n",
-        xml_escape(name), s.tests, s.failures, s.errors, s.skipped, s.time, s.body);
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}{}  </testsuite>\n",
+        xml_escape(name), s.tests, s.failures, s.errors, s.skipped, s.time, properties, s.body);
   }
   return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

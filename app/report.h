@@ -18,6 +18,7 @@ struct RunContext {
   std::string device;
   std::vector<std::string> native_images;
   std::string command_line;
+  std::string kernel;  // the kernel under test (--kernel), or how each case's kernel was chosen
 };
 
 struct RunSummary {
@@ -34,7 +35,8 @@ std::string format_table(const std::vector<CaseResult>& results, const std::vect
                          const RunContext& context, bool color);
 nlohmann::json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                            const RunContext& context);
-std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
+std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                      const RunContext& context);
 nlohmann::json result_json(const CaseResult& result);
 
 }  // namespace attnres

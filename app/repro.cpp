@@ -24,7 +24,7 @@ namespace {
 
 void write_text(const std::filesystem::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
 
-json environment(const Backend& backend) {
+json environment(const Backend& backend, const std::string& kernel) {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
@@ -36,6 +36,7 @@ json environment(const Backend& backend) {
   return {{"tool_version", ATTNRES_VERSION},
           {"git_revision", ATTNRES_GIT_REVISION},
           {"backend", backend.name()},
+          {"kernel", kernel.empty() ? "the case's own (auto: the dispatcher)" : kernel},
           {"gpu", device.present ? device.name : "none"},
           {"compute_capability", device.present ? fmt::format("{}.{}", device.cc_major, device.cc_minor) : "none"},
           {"cuda_driver", version(driver)},
@@ -47,6 +48,7 @@ json environment(const Backend& backend) {
 std::string backend_flags(const Invocation& inv) {
   std::string flags;
   if (inv.backend.backend != "auto") flags += " --backend " + inv.backend.backend;
+  if (!inv.backend.kernel.empty()) flags += " --kernel '" + inv.backend.kernel + "'";
   if (inv.backend.backend == "cpu") {
     flags += " --device-model " + inv.backend.device_model;
     if (inv.backend.native_images) flags += " --native-images " + *inv.backend.native_images;
@@ -73,7 +75,7 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += "\n## What came out\n\n";
   md += fmt::format("- verdict: **{}** (expected: {})\n", to_string(r.disposition),
                     spec.expect == Expectation::reject ? "rejection" : "pass");
-  md += fmt::format("- path: {} — {}\n", to_string(r.path), r.dispatch_reason);
+  md += fmt::format("- kernel: {} — {}\n", r.kernel, r.dispatch_reason);
   if (r.rejection) md += fmt::format("- rejected before launch: `{}`\n", *r.rejection);
   if (r.comparison) {
     const Comparison& c = *r.comparison;
@@ -130,6 +132,7 @@ CommandOutput repro_command(const Invocation& inv) {
   RunOptions options;
   options.disable_layout_guard = inv.repro.no_layout_guard;
   options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
   const fs::path dir = inv.repro.out_dir.empty() ? fs::path("repro-" + spec.name) : fs::path(inv.repro.out_dir);
   const DirectoryLock lock = [&] {
     try {
@@ -157,7 +160,7 @@ CommandOutput repro_command(const Invocation& inv) {
     write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
     written.push_back("outputs.safetensors");
   }
-  const json env = environment(*backend);
+  const json env = environment(*backend, inv.backend.kernel);
   write_text(dir / "environment.json", dump_json(env, 2) + "\n");
   write_text(dir / "result.json", dump_json(result_json(result), 2) + "\n");
   const std::string flags = backend_flags(inv) + (inv.repro.no_layout_guard ? " --no-layout-guard" : "");
@@ -243,6 +246,7 @@ CommandOutput shrink_command(const Invocation& inv) {
   RunOptions options;
   options.disable_layout_guard = inv.shrink.no_layout_guard;
   options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
   const CaseResult original = run_case(current, *backend, options);
   std::string target = inv.shrink.verdict.empty() ? to_string(original.disposition) : inv.shrink.verdict;
   bool known = false;

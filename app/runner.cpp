@@ -7,7 +7,7 @@
 
 #include "kernels/checked_size.h"
 #include "kernels/cuda_check.h"
-#include "kernels/layout_guard.h"
+#include "kernels/kernel_entry.h"
 #include "reference/cpu_reference.h"
 
 namespace attnres {
@@ -90,6 +90,50 @@ std::string describe_comparison(const Comparison& c) {
   return text;
 }
 
+// The registry entry a case runs on, and why; or why nothing runs it.
+struct Selection {
+  KernelEntry* kernel = nullptr;
+  LaunchOptions launch;
+  std::string reason;
+  std::optional<std::string> not_run;
+  std::optional<std::string> predicted_rejection;  // the built-in native guard, known before launch
+};
+
+Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunOptions& options, bool layout_guard) {
+  Selection s;
+  s.launch.layout_guard = layout_guard;
+  const DeviceDescription device = backend.device();
+  const AttnResStrides strides = spec.strides();
+  if (!options.kernel.empty()) {
+    s.kernel = backend.kernels().find(options.kernel);
+    if (!s.kernel) throw std::invalid_argument("no kernel named \"" + options.kernel + "\" in the registry");
+    s.reason = "--kernel " + options.kernel;
+    if (s.kernel->operands() != backend.operand_place())
+      s.not_run = fmt::format("{} takes {} operands, but the {} backend keeps tensors on the {}", s.kernel->name(),
+                              s.kernel->operands() == OperandPlace::host ? "host (kDLCPU)" : "CUDA device",
+                              backend.name(), backend.operand_place() == OperandPlace::host ? "host" : "CUDA device");
+    else if (auto why = s.kernel->cannot_implement(spec.shape, strides, device))
+      s.not_run = *why;
+    return s;
+  }
+  // `auto` and the built-in choices: the dispatcher's policy over the built-in entries.
+  DispatchRequest request;
+  request.shape = spec.shape;
+  request.strides = strides;
+  request.choice = spec.kernel;
+  request.layout_guard = layout_guard;
+  const DispatchDecision decision = dispatch(device, backend.native_images(), request);
+  s.reason = decision.reason;
+  s.launch.hard_coded_row_stride = decision.hard_coded_row_stride;
+  if (decision.path == KernelPath::none) {
+    s.not_run = decision.reason;
+    return s;
+  }
+  s.kernel = backend.kernels().find(to_string(decision.path));
+  s.predicted_rejection = decision.rejection;
+  return s;
+}
+
 bool wants_device_reference(const AttnResShape& s, const RunOptions& options) {
   return !(CheckedSize(s.tokens) * (s.num_blocks + 1) * s.hidden).within(options.cpu_reference_limit);
 }
@@ -110,15 +154,16 @@ std::optional<std::string> over_budget(const CaseFootprint& need, const Backend&
   return std::nullopt;
 }
 
-void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, const DispatchDecision& decision,
-                          const CaseTensors& inputs, CaseResult& result, std::optional<CaseArtifacts>* artifacts) {
+void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
+                          const LaunchOptions& launch, const CaseTensors& inputs, CaseResult& result,
+                          std::optional<CaseArtifacts>* artifacts) {
   for (const HostTensor* t : inputs.all())
     if (!t->empty() && t->name != "output") result.input_checksums.emplace_back(t->name, checksum(*t));
   CaseTensors after = inputs;
   try {
-    backend.execute(decision, result.layout_guard, after);
-  } catch (const LayoutError& e) {
-    judge_rejection(spec, e.what(), result);  // the entry refused although dispatch predicted a launch
+    backend.execute(kernel, launch, after);
+  } catch (const KernelRejection& e) {
+    judge_rejection(spec, e.what(), result);  // refused at launch (an external kernel's own guard)
     return;
   }
   std::vector<double> reference;
@@ -201,26 +246,21 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
       result.disposition = Disposition::error;
       result.detail = "not attempted: an earlier fault left the CUDA context unusable";
     } else {
-      DispatchRequest request;
-      request.shape = spec.shape;
-      request.strides = spec.strides();
-      request.choice = spec.kernel;
-      request.layout_guard = result.layout_guard;
-      const DispatchDecision decision = dispatch(device, backend.native_images(), request);
-      result.path = decision.path;
-      result.dispatch_reason = decision.reason;
-      if (decision.path == KernelPath::none) {
+      const Selection selection = select_kernel(spec, backend, options, result.layout_guard);
+      result.kernel = selection.kernel ? selection.kernel->name() : "none";
+      result.dispatch_reason = selection.reason;
+      if (selection.not_run) {
         result.disposition = Disposition::not_run;
-        result.detail = decision.reason;
-      } else if (decision.rejection) {
-        judge_rejection(spec, *decision.rejection, result);
+        result.detail = *selection.not_run;
+      } else if (selection.predicted_rejection) {
+        judge_rejection(spec, *selection.predicted_rejection, result);
       } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr,
                                                  inputs ? inputs->held_bytes : 0)) {
         result.disposition = Disposition::not_run;
         result.detail = "not run: " + *why;
       } else {
-        run_kernel_and_judge(spec, backend, options, decision, inputs ? inputs->make() : make_case_tensors(spec), result,
-                             artifacts);
+        run_kernel_and_judge(spec, backend, options, *selection.kernel, selection.launch,
+                             inputs ? inputs->make() : make_case_tensors(spec), result, artifacts);
       }
     }
   } catch (const std::bad_alloc&) {

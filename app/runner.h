@@ -56,7 +56,7 @@ struct CaseResult {
   std::string detail;
   std::string backend;
   std::string device;
-  KernelPath path = KernelPath::none;
+  std::string kernel = "none";  // the registry entry that ran (or would have run) it
   std::string dispatch_reason;
   bool layout_guard = true;
   std::optional<std::string> rejection;
@@ -72,6 +72,9 @@ struct RunOptions {
   // where the backend has one.
   std::int64_t cpu_reference_limit = std::int64_t(1) << 26;
   MemoryBudget budget;
+  // A registry entry every case runs on (--kernel); empty: each case's own choice, with
+  // `auto` the dispatcher's policy over the built-in kernels.
+  std::string kernel;
 };
 
 // Inputs that come from elsewhere (a safetensors replay) instead of the generator: made only

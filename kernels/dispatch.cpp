@@ -113,3 +113,18 @@ DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& i
 }
 
 }  // namespace attnres
+
+namespace attnres {
+
+std::optional<std::string> native_unavailable_reason(const DeviceDescription& device, const NativeImages& images,
+                                                     const AttnResShape& shape, const AttnResStrides& strides) {
+  DispatchRequest request;
+  request.shape = shape;
+  request.strides = strides;
+  request.choice = KernelChoice::native;
+  const DispatchDecision decision = dispatch(device, images, request);
+  if (decision.path == KernelPath::none) return decision.reason;
+  return std::nullopt;
+}
+
+}  // namespace attnres

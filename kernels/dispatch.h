@@ -51,6 +51,11 @@ DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& i
 // Why the native kernel cannot take this problem (shape or alignment), if it cannot.
 std::optional<std::string> native_unsupported_reason(const DispatchRequest& request);
 
+// Why the native kernel cannot run this problem on this device at all (device family, image,
+// shape, alignment), if it cannot; its stride guard is not consulted.
+std::optional<std::string> native_unavailable_reason(const DeviceDescription& device, const NativeImages& images,
+                                                     const AttnResShape& shape, const AttnResStrides& strides);
+
 // "sm_90", "sm_100" ...; "none" without a device.
 std::string device_arch(const DeviceDescription& device);
 

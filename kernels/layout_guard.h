@@ -5,13 +5,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/kernel_errors.h"
 #include "kernels/problem.h"
 
 namespace attnres {
 
-class LayoutError : public std::runtime_error {
+// The native kernel's refusal of a layout it cannot take.
+class LayoutError : public KernelRejection {
  public:
-  using std::runtime_error::runtime_error;
+  using KernelRejection::KernelRejection;
 };
 
 // The exact message of the Kimi K3 op when prefix, delta or output has stride(0) != H;

@@ -21,6 +21,7 @@ install_missing_packages() {
   [ -f /usr/include/fmt/format.h ] || missing+=(libfmt-dev)
   [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  [ -f /usr/include/dlpack/dlpack.h ] || missing+=(libdlpack-dev)
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v g++ >/dev/null 2>&1 || missing+=(g++)
   [ ${#missing[@]} -eq 0 ] && return 0

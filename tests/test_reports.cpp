@@ -10,7 +10,7 @@ std::vector<CaseResult> sample() {
   passed.name = "ok";
   passed.location = "cases/a.json#/0";
   passed.disposition = Disposition::passed;
-  passed.path = KernelPath::native;
+  passed.kernel = "native";
   passed.dispatch_reason = "sm_90 device";
   passed.comparison = Comparison{};
   passed.comparison->total = 100;
@@ -67,14 +67,14 @@ TEST(Reports, JsonIsVersionedAndComplete) {
   const auto& failed = j["cases"][1];
   EXPECT_EQ(failed["disposition"], "failed");
   EXPECT_EQ(failed["meets_expectation"], false);
-  EXPECT_EQ(failed["path"], "native");
+  EXPECT_EQ(failed["kernel"], "native");
   EXPECT_EQ(failed["comparison"]["mismatched"], 7);
   EXPECT_EQ(failed["violations"][0]["col"], 7168);
   EXPECT_TRUE(j["cases"][2]["comparison"].is_null());
 }
 
 TEST(Reports, JunitGroupsByFileAndEscapes) {
-  const std::string xml = junit_xml(sample(), {{"cases/c.json", "", "not valid JSON"}});
+  const std::string xml = junit_xml(sample(), {{"cases/c.json", "", "not valid JSON"}}, RunContext{"cpu", "none", {}, "", "so:libk.so"});
   EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
   EXPECT_NE(xml.find("<testsuites name=\"attnres-check\" tests=\"5\" failures=\"1\" errors=\"2\" skipped=\"1\""),
             std::string::npos);

@@ -14,11 +14,14 @@ namespace {
 // A modelled H200 whose "kernel" is any function: the CPU stand-in, or one that misbehaves.
 class FakeBackend : public Backend {
  public:
-  explicit FakeBackend(std::function<void(CaseTensors&)> kernel) : kernel_(std::move(kernel)) {}
+  explicit FakeBackend(std::function<void(CaseTensors&)> kernel) : kernel_(std::move(kernel)) {
+    register_builtin_kernels(kernels_, OperandPlace::host, native_images());
+  }
   std::string name() const override { return "fake"; }
   DeviceDescription device() const override { return {true, "fake H200", 9, 0}; }
   NativeImages native_images() const override { return {true, true}; }
-  void execute(const DispatchDecision&, bool, CaseTensors& t) override { kernel_(t); }
+  OperandPlace operand_place() const override { return OperandPlace::host; }
+  void execute(KernelEntry&, const LaunchOptions&, CaseTensors& t) override { kernel_(t); }
   std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
   bool usable() const override { return usable_; }
   std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides, bool) const override {
@@ -52,7 +55,7 @@ TEST(Runner, BundledCasesMeetTheirExpectationsOnTheCpuStandIns) {
     const CaseResult r = run_case(spec, *backend, RunOptions{});
     EXPECT_TRUE(meets_expectation(r.disposition)) << spec.name << ": " << to_string(r.disposition) << ": " << r.detail;
     rejected += r.disposition == Disposition::rejected_as_expected;
-    portable += r.path == KernelPath::portable;
+    portable += r.kernel == "portable";
     if (r.comparison) {
       EXPECT_EQ(r.comparison->nan_count, 0);
       EXPECT_TRUE(r.comparison->exact_state());
@@ -72,7 +75,7 @@ TEST(Runner, PassedCarriesMetricsAndChecksums) {
   EXPECT_GT(r.comparison->max_abs_error, 0.0);  // bf16 output: never bit-equal to float64
   EXPECT_LT(r.comparison->max_abs_error, 0.05);
   EXPECT_EQ(r.input_checksums.size(), 6u);  // output has none
-  EXPECT_EQ(r.path, KernelPath::native);
+  EXPECT_EQ(r.kernel, "native");
 }
 
 TEST(Runner, UnwrittenOutputIsAMemoryViolation) {
@@ -156,7 +159,7 @@ TEST(Runner, RejectionExpectations) {
 
 TEST(Runner, UnguardedSeedReproCorruptsSilently) {
   auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
-  EXPECT_EQ(testing::expect_unguarded_seed_repro_corrupts_silently(*backend).path, KernelPath::native);
+  EXPECT_EQ(testing::expect_unguarded_seed_repro_corrupts_silently(*backend).kernel, "native");
 }
 
 TEST(Runner, NoDeviceIsNotRun) {

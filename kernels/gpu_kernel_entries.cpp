@@ -1,0 +1,46 @@
+// The built-in GPU kernels as registry entries. Which device and image each needs is the
+// dispatcher's knowledge (kernels/dispatch.cpp), so cannot_implement asks it.
+#include "kernels/kernel_entry.h"
+#include "kernels/launch.h"
+
+namespace attnres {
+
+namespace {
+
+class NativeEntry : public KernelEntry {
+ public:
+  explicit NativeEntry(NativeImages images) : images_(images) {}
+  std::string name() const override { return "native"; }
+  OperandPlace operands() const override { return OperandPlace::cuda_device; }
+  std::optional<std::string> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
+                                              const DeviceDescription& device) const override {
+    return native_unavailable_reason(device, images_, shape, strides);
+  }
+  void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) override {
+    launch_native(args, options.layout_guard, stream);
+  }
+
+ private:
+  NativeImages images_;
+};
+
+class PortableEntry : public KernelEntry {
+ public:
+  std::string name() const override { return "portable"; }
+  OperandPlace operands() const override { return OperandPlace::cuda_device; }
+  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&,
+                                              const DeviceDescription& device) const override {
+    if (!device.present) return std::string("no CUDA device");
+    return std::nullopt;
+  }
+  void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) override {
+    launch_portable(args, stream, options.hard_coded_row_stride);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<KernelEntry> make_native_entry(const NativeImages& images) { return std::make_unique<NativeEntry>(images); }
+std::unique_ptr<KernelEntry> make_portable_entry() { return std::make_unique<PortableEntry>(); }
+
+}  // namespace attnres

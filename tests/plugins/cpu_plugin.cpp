@@ -1,0 +1,127 @@
+// Test kernels behind the C ABI, on host (kDLCPU) operands, written apart from the tool's own
+// kernels. One source, built as several libraries (tests/CMakeLists.txt):
+//   ATTNRES_PLUGIN_OK           the fixed production kernel: refuses rows that are not densely
+//                               packed with the exact message, honours every other stride
+//   ATTNRES_PLUGIN_HARDCODED    the seed bug: takes prefix, delta and output rows as H apart
+//   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
+//   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
+//   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
+#include <attnres/kernel_abi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+float load(const DLTensor* t, std::int64_t offset) {
+  std::uint16_t bits;
+  std::memcpy(&bits, static_cast<const char*>(t->data) + t->byte_offset + offset * 2, 2);
+  const std::uint32_t wide = std::uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+std::uint16_t round_bf16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return std::uint16_t(bits >> 16);
+}
+
+void store(const DLTensor* t, std::int64_t offset, std::uint16_t bits) {
+  std::memcpy(static_cast<char*>(t->data) + t->byte_offset + offset * 2, &bits, 2);
+}
+
+// Row stride of a [T, H] operand as this kernel reads it.
+std::int64_t row_stride(const DLTensor* t) {
+#if defined(ATTNRES_PLUGIN_HARDCODED)
+  return t->shape[1];
+#else
+  return t->strides[0];
+#endif
+}
+
+int run(const AttnResKernelCall* c) {
+#if defined(ATTNRES_PLUGIN_THROWS)
+  throw std::runtime_error("test plugin: thrown on purpose");
+#elif defined(ATTNRES_PLUGIN_FAILS)
+  std::snprintf(c->error, c->error_capacity, "test plugin: failed on purpose");
+  return ATTNRES_KERNEL_FAILED;
+#endif
+  const std::int64_t tokens = c->prefix->shape[0], hidden = c->prefix->shape[1];
+#if defined(ATTNRES_PLUGIN_OK)
+  const bool dense = c->prefix->strides[0] == hidden && (!c->delta || c->delta->strides[0] == hidden) &&
+                     c->output->strides[0] == hidden;
+  if (!dense) {
+    char delta[32] = "none";
+    if (c->delta) std::snprintf(delta, sizeof delta, "%lld", static_cast<long long>(c->delta->strides[0]));
+    std::snprintf(c->error, c->error_capacity,
+                  "Kimi K3 AttnRes requires densely packed rows; got strides %lld, %s, %lld for hidden_size %lld",
+                  static_cast<long long>(c->prefix->strides[0]), delta, static_cast<long long>(c->output->strides[0]),
+                  static_cast<long long>(hidden));
+    return ATTNRES_KERNEL_REFUSED;
+  }
+#endif
+  const std::int64_t block_token = c->blocks->strides[0], block_row = c->blocks->strides[1];
+  const int sources = int(c->num_blocks) + 1;
+  std::vector<float> gate(hidden), mixed(hidden), logits(sources);
+  for (std::int64_t h = 0; h < hidden; ++h) gate[h] = load(c->norm_weight, h) * load(c->qk_weight, h);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const std::int64_t prefix_row = t * row_stride(c->prefix);
+    for (std::int64_t h = 0; h < hidden; ++h) {
+      float sum = load(c->prefix, prefix_row + h);
+      if (c->delta) sum += load(c->delta, t * row_stride(c->delta) + h);
+      store(c->prefix, prefix_row + h, round_bf16(sum));
+      if (c->block_write_idx >= 0) store(c->blocks, t * block_token + c->block_write_idx * block_row + h, round_bf16(sum));
+    }
+    auto source = [&](int s, std::int64_t h) {
+      return s < c->num_blocks ? load(c->blocks, t * block_token + s * block_row + h) : load(c->prefix, prefix_row + h);
+    };
+    float max_logit = -INFINITY;
+    for (int s = 0; s < sources; ++s) {
+      float dot = 0, squares = 0;
+      for (std::int64_t h = 0; h < hidden; ++h) {
+        const float v = source(s, h);
+        dot += v * gate[h];
+        squares += v * v;
+      }
+      logits[s] = dot / std::sqrt(squares / float(hidden) + float(c->eps));
+      max_logit = std::fmax(max_logit, logits[s]);
+    }
+    float total = 0;
+    for (int s = 0; s < sources; ++s) total += (logits[s] = std::exp(logits[s] - max_logit));
+    for (std::int64_t h = 0; h < hidden; ++h) {
+      mixed[h] = 0;
+      for (int s = 0; s < sources; ++s) mixed[h] += logits[s] / total * source(s, h);
+    }
+    float scale = 1;
+    if (c->output_norm_weight) {
+      float squares = 0;
+      for (std::int64_t h = 0; h < hidden; ++h) squares += mixed[h] * mixed[h];
+      scale = 1.0f / std::sqrt(squares / float(hidden) + float(c->output_norm_eps));
+    }
+    for (std::int64_t h = 0; h < hidden; ++h) {
+      const float weight = c->output_norm_weight ? load(c->output_norm_weight, h) : 1.0f;
+      store(c->output, t * row_stride(c->output) + h, round_bf16(mixed[h] * scale * weight));
+    }
+  }
+  return ATTNRES_KERNEL_OK;
+}
+
+}  // namespace
+
+extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
+#if defined(ATTNRES_PLUGIN_WRONG_ABI)
+  static const AttnResKernelInfo info{999u, kDLCPU, "test plugin built for another ABI"};
+#else
+  static const AttnResKernelInfo info{ATTNRES_KERNEL_ABI_VERSION, kDLCPU, "attnres-check test plugin (CPU)"};
+#endif
+  return &info;
+}
+
+extern "C" int attnres_kernel(const AttnResKernelCall* call) { return run(call); }

@@ -1,0 +1,133 @@
+// External kernels behind the C ABI: the in-tree test plugins (tests/plugins/cpu_plugin.cpp)
+// run the bundled cases; the seed bug is caught; broken plugins are clear errors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+std::string plugin(const std::string& variant) {
+  return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_" + variant + ".so";
+}
+
+CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    run_cli(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no usage error";
+}
+
+const std::vector<std::string> kBundled = {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                                           testing::source_path("cases/fallback.json"),
+                                           testing::source_path("cases/portable-padded.json")};
+
+TEST(Plugins, TheFixedKernelMeetsEveryExpectation) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string(), junit = (dir.path() / "r.xml").string();
+  std::vector<std::string> args{"run"};
+  args.insert(args.end(), kBundled.begin(), kBundled.end());
+  args.insert(args.end(), {"--backend", "cpu", "--kernel", plugin("ok"), "--json", report, "--junit", junit});
+  const CommandOutput out = run_cli(args);
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  EXPECT_NE(out.notes.find("12 cases pinned to the built-in portable kernel left out"), std::string::npos) << out.notes;
+  const json r = json::parse(read(report));
+  EXPECT_EQ(r["kernel"], plugin("ok"));
+  EXPECT_EQ(r["summary"]["total"], 36 + 5 + 5);  // public, guard, fallback
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
+  for (const json& c : r["cases"]) {
+    EXPECT_EQ(c["kernel"], plugin("ok"));
+    if (c["name"] == "seed-repro-prefix-stride-7175")
+      EXPECT_EQ(c["rejection"], "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
+  }
+  EXPECT_NE(read(junit).find("<property name=\"kernel\" value=\"" + plugin("ok") + "\"/>"), std::string::npos);
+}
+
+TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend", "cpu",
+                                     "--kernel", plugin("hardcoded"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitUnmet);
+  const json c = json::parse(read(report))["cases"][0];
+  EXPECT_EQ(c["disposition"], "not-rejected");
+  EXPECT_GT(c["comparison"]["max_abs_error"].get<double>(), 3.0);  // against atol 0.08
+  EXPECT_GT(c["comparison"]["mismatched"].get<std::int64_t>(), 1000000);
+  EXPECT_EQ(c["violations"][0]["tensor"], "prefix");
+  EXPECT_EQ(c["violations"][0]["kind"], "padding canary overwritten");
+  // On dense rows the same kernel is right: the bug is the stride alone.
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu", "--kernel",
+                     plugin("hardcoded")})
+                .exit_code,
+            kExitOk);
+}
+
+TEST(Plugins, BrokenPluginsAreClearErrors) {
+  const std::string cases = testing::source_path("cases/guard.json");
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("wrong_abi")})
+                .find("built for kernel ABI version 999, this attnres-check speaks version 1"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("ok") + ":nosuch"}).find("no symbol nosuch_info"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", "so:/nonexistent/libk.so"}).find("cannot load the library"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", "mine"}).find("unknown kernel \"mine\""), std::string::npos);
+}
+
+TEST(Plugins, AFailingPluginCostsOnlyItsCases) {
+  TempDir dir;
+  for (const auto& [variant, message] : {std::pair<std::string, std::string>{"throws", "threw an exception: test plugin: thrown on purpose"},
+                                         {"fails", "returned 2: test plugin: failed on purpose"}}) {
+    const std::string report = (dir.path() / (variant + ".json")).string();
+    const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
+                                       plugin(variant), "--json", report});
+    EXPECT_EQ(out.exit_code, kExitUnmet);
+    const json r = json::parse(read(report));
+    ASSERT_EQ(r["cases"].size(), 5u);  // every case judged, none lost
+    for (const json& c : r["cases"]) {
+      EXPECT_EQ(c["disposition"], "error") << c["name"];
+      EXPECT_NE(c["detail"].get<std::string>().find(message), std::string::npos) << c["detail"];
+    }
+  }
+}
+
+TEST(Plugins, ReproAndShrinkFollowTheKernel) {
+  TempDir dir;
+  const auto bundle = dir.path() / "bundle";
+  const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
+                                       "--out", bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded")});
+  EXPECT_EQ(repro.exit_code, kExitUnmet);
+  EXPECT_NE(read(bundle / "replay.sh").find("--kernel '" + plugin("hardcoded") + "'"), std::string::npos);
+  EXPECT_EQ(json::parse(read(bundle / "environment.json"))["kernel"], plugin("hardcoded"));
+  EXPECT_NE(read(bundle / "REPORT.md").find("- kernel: " + plugin("hardcoded")), std::string::npos);
+
+  const std::string small = (dir.path() / "small.json").string();
+  const CommandOutput shrink = run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
+                                        "--out", small, "--backend", "cpu", "--kernel", plugin("hardcoded")});
+  EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
+  const json c = json::parse(read(small));
+  EXPECT_LT(c["T"].get<int>(), 320);
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--interesting", "not-rejected"}).exit_code,
+            kExitOk);
+}
+
+}  // namespace
+}  // namespace attnres
