@@ -2,8 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "app/backend.h"
+#include "app/cli.h"
+#include "app/commands.h"
 #include "app/host_tensors.h"
 #include "app/runner.h"
 #include "kernels/device_buffer.h"
@@ -166,6 +171,57 @@ TEST_F(Gpu, NativeImageQueryMatchesTheDevice) {
   } else if (d.cc_major != 10) {
     EXPECT_FALSE(q.loadable) << q.detail;
   }
+}
+
+// The CUDA test plugin behind the C ABI, run through the CLI as a user would.
+CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
+
+std::string cuda_plugin(const std::string& variant) {
+  return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_cuda_" + variant + ".so";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
+  testing::TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
+  const nlohmann::json r = nlohmann::json::parse(read_file(report));
+  EXPECT_EQ(r["summary"]["total"], 47);  // every bundled case but the 12 pinned to the built-in portable kernel
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
+  for (const auto& c : r["cases"]) EXPECT_EQ(c["kernel"], cuda_plugin("ok")) << c["name"];
+}
+
+TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged) {
+  testing::TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                                     cuda_plugin("out_of_bounds"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitUnmet);
+  const nlohmann::json r = nlohmann::json::parse(read_file(report));
+  ASSERT_GE(r["cases"].size(), 2u);
+  for (const auto& c : r["cases"]) {
+    EXPECT_EQ(c["disposition"], "memory-violation") << c["name"] << ": " << c["detail"];
+    ASSERT_FALSE(c["violations"].empty());
+    EXPECT_EQ(c["violations"][0]["tensor"], "output");
+    EXPECT_EQ(c["violations"][0]["kind"], "guard region after the allocation overwritten");
+    EXPECT_TRUE(c["comparison"]["mismatched"] == 0) << c["name"];  // the answer itself is right
+  }
+}
+
+TEST_F(Gpu, CasesOverTheDeviceBudgetAreNotRun) {
+  CaseSpec spec = default_case("budget", 320, 7168, 8, 4);
+  RunOptions options;
+  options.budget.device_bytes = 1 << 20;
+  const CaseResult r = run_case(spec, *backend_, options);
+  EXPECT_EQ(r.disposition, Disposition::not_run);
+  EXPECT_NE(r.detail.find("of device memory; the budget is 1048576 bytes"), std::string::npos) << r.detail;
+  const CaseFootprint need = case_footprint(spec, *backend_, RunOptions{}, false);
+  EXPECT_EQ(need.device_bytes, case_storage_bytes(spec.shape, spec.strides()));
 }
 
 }  // namespace

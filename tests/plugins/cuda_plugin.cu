@@ -1,0 +1,143 @@
+// A test kernel behind the C ABI on CUDA (kDLCUDA) operands, written apart from the tool's own
+// kernels: one block per token, every stride honoured, the fixed kernel's packed-row check.
+// ATTNRES_PLUGIN_CUDA_OUT_OF_BOUNDS also writes one element past the output's last row, so the
+// tool must report a memory violation (and judge later cases normally).
+#include <attnres/kernel_abi.h>
+
+#include <cuda_bf16.h>
+
+#include <cstdio>
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxSources = 65;
+
+__device__ float load(const DLTensor& t, long long offset) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(t.data)[offset]);
+}
+
+// Sum over the block; every thread gets the result.
+__device__ float block_sum(float value, float* scratch) {
+  for (int step = 16; step > 0; step /= 2) value += __shfl_xor_sync(0xffffffffu, value, step);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = value;
+  __syncthreads();
+  float total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
+  return total;
+}
+
+struct Operands {
+  DLTensor prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output;
+  bool has_delta, has_output_norm;
+  int num_blocks, block_write_idx;
+  float eps, output_norm_eps;
+  long long prefix_row, delta_row, output_row, block_token, block_row;
+  long long hidden;
+};
+
+__global__ void attn_res_kernel(Operands o) {
+  __shared__ float scratch[kThreads / 32];
+  __shared__ float logits[kMaxSources];
+  const long long t = blockIdx.x;
+  auto* prefix = reinterpret_cast<__nv_bfloat16*>(o.prefix.data) + t * o.prefix_row;
+  auto* blocks = reinterpret_cast<__nv_bfloat16*>(o.blocks.data) + t * o.block_token;
+  for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
+    float sum = __bfloat162float(prefix[h]);
+    if (o.has_delta) sum += load(o.delta, t * o.delta_row + h);
+    prefix[h] = __float2bfloat16_rn(sum);
+    if (o.block_write_idx >= 0) blocks[o.block_write_idx * o.block_row + h] = prefix[h];
+  }
+  __syncthreads();
+  const int sources = o.num_blocks + 1;
+  auto source = [&](int s, long long h) {
+    return __bfloat162float(s < o.num_blocks ? blocks[s * o.block_row + h] : prefix[h]);
+  };
+  for (int s = 0; s < sources; ++s) {
+    float dot = 0, squares = 0;
+    for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
+      const float v = source(s, h);
+      dot += v * load(o.norm_weight, h) * load(o.qk_weight, h);
+      squares += v * v;
+    }
+    dot = block_sum(dot, scratch);
+    squares = block_sum(squares, scratch);
+    if (threadIdx.x == 0) logits[s] = dot * rsqrtf(squares / float(o.hidden) + o.eps);
+  }
+  __syncthreads();
+  float max_logit = -INFINITY, total = 0;
+  for (int s = 0; s < sources; ++s) max_logit = fmaxf(max_logit, logits[s]);
+  for (int s = 0; s < sources; ++s) total += __expf(logits[s] - max_logit);
+  float squares = 0;
+  for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
+    float mixed = 0;
+    for (int s = 0; s < sources; ++s) mixed += __expf(logits[s] - max_logit) / total * source(s, h);
+    squares += mixed * mixed;
+  }
+  const float scale = o.has_output_norm ? rsqrtf(block_sum(squares, scratch) / float(o.hidden) + o.output_norm_eps) : 1.0f;
+  auto* output = reinterpret_cast<__nv_bfloat16*>(o.output.data) + t * o.output_row;
+  for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
+    float mixed = 0;
+    for (int s = 0; s < sources; ++s) mixed += __expf(logits[s] - max_logit) / total * source(s, h);
+    const float weight = o.has_output_norm ? load(o.output_norm_weight, h) : 1.0f;
+    output[h] = __float2bfloat16_rn(mixed * scale * weight);
+  }
+#if defined(ATTNRES_PLUGIN_CUDA_OUT_OF_BOUNDS)
+  if (t == gridDim.x - 1 && threadIdx.x == 0) output[o.output_row] = __float2bfloat16_rn(1.0f);
+#endif
+}
+
+}  // namespace
+
+extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
+  static const AttnResKernelInfo info{ATTNRES_KERNEL_ABI_VERSION, kDLCUDA, "attnres-check test plugin (CUDA)"};
+  return &info;
+}
+
+extern "C" int attnres_kernel(const AttnResKernelCall* c) {
+  const long long hidden = c->prefix->shape[1];
+  const bool dense = c->prefix->strides[0] == hidden && (!c->delta || c->delta->strides[0] == hidden) &&
+                     c->output->strides[0] == hidden;
+  if (!dense) {
+    char delta[32] = "none";
+    if (c->delta) std::snprintf(delta, sizeof delta, "%lld", static_cast<long long>(c->delta->strides[0]));
+    std::snprintf(c->error, c->error_capacity,
+                  "Kimi K3 AttnRes requires densely packed rows; got strides %lld, %s, %lld for hidden_size %lld",
+                  static_cast<long long>(c->prefix->strides[0]), delta, static_cast<long long>(c->output->strides[0]), hidden);
+    return ATTNRES_KERNEL_REFUSED;
+  }
+  if (c->num_blocks + 1 > kMaxSources) {
+    std::snprintf(c->error, c->error_capacity, "test plugin supports at most %d blocks", kMaxSources - 1);
+    return ATTNRES_KERNEL_REFUSED;
+  }
+  Operands o{};
+  o.prefix = *c->prefix;
+  o.has_delta = c->delta != nullptr;
+  if (o.has_delta) o.delta = *c->delta;
+  o.blocks = *c->blocks;
+  o.norm_weight = *c->norm_weight;
+  o.qk_weight = *c->qk_weight;
+  o.has_output_norm = c->output_norm_weight != nullptr;
+  if (o.has_output_norm) o.output_norm_weight = *c->output_norm_weight;
+  o.output = *c->output;
+  o.num_blocks = int(c->num_blocks);
+  o.block_write_idx = int(c->block_write_idx);
+  o.eps = float(c->eps);
+  o.output_norm_eps = float(c->output_norm_eps);
+  o.prefix_row = c->prefix->strides[0];
+  o.delta_row = o.has_delta ? c->delta->strides[0] : 0;
+  o.output_row = c->output->strides[0];
+  o.block_token = c->blocks->strides[0];
+  o.block_row = c->blocks->strides[1];
+  o.hidden = hidden;
+  const long long tokens = c->prefix->shape[0];
+  if (tokens == 0) return ATTNRES_KERNEL_OK;
+  attn_res_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) {
+    std::snprintf(c->error, c->error_capacity, "launch failed: %s", cudaGetErrorString(status));
+    return ATTNRES_KERNEL_FAILED;
+  }
+  return ATTNRES_KERNEL_OK;
+}
