@@ -1,5 +1,6 @@
 #include "app/json_io.h"
 
+#include <cstdint>
 #include <set>
 #include <vector>
 

@@ -9,6 +9,7 @@
 #include <attnres/kernel_abi.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
