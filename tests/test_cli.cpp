@@ -11,10 +11,11 @@
 namespace attnres {
 namespace {
 
+using testing::read_file;
+using testing::run_cli;
+
 using nlohmann::json;
 using testing::TempDir;
-
-CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
 
 std::string case_text(const std::string& name, int T = 2, int padding = 0, const std::string& extra = "") {
   return json{{"schema_version", 1}, {"name", name}, {"T", T}, {"H", 512}, {"max_blocks", 2}, {"num_blocks", 2},

@@ -21,6 +21,9 @@
 namespace attnres {
 namespace {
 
+using testing::read_file;
+using testing::run_cli;
+
 class Gpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -174,15 +177,8 @@ TEST_F(Gpu, NativeImageQueryMatchesTheDevice) {
 }
 
 // The CUDA test plugin behind the C ABI, run through the CLI as a user would.
-CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
-
 std::string cuda_plugin(const std::string& variant) {
   return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_cuda_" + variant + ".so";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {

@@ -13,18 +13,14 @@
 namespace attnres {
 namespace {
 
+using testing::read_file;
+using testing::run_cli;
+
 using nlohmann::json;
 using testing::TempDir;
 
 std::string plugin(const std::string& variant) {
   return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_" + variant + ".so";
-}
-
-CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
-
-std::string read(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 std::string usage_error(const std::vector<std::string>& args) {
@@ -49,7 +45,7 @@ TEST(Plugins, TheFixedKernelMeetsEveryExpectation) {
   const CommandOutput out = run_cli(args);
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
   EXPECT_NE(out.notes.find("12 cases pinned to the built-in portable kernel left out"), std::string::npos) << out.notes;
-  const json r = json::parse(read(report));
+  const json r = json::parse(read_file(report));
   EXPECT_EQ(r["kernel"], plugin("ok"));
   EXPECT_EQ(r["summary"]["total"], 36 + 5 + 5);  // public, guard, fallback
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
@@ -58,7 +54,7 @@ TEST(Plugins, TheFixedKernelMeetsEveryExpectation) {
     if (c["name"] == "seed-repro-prefix-stride-7175")
       EXPECT_EQ(c["rejection"], "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
   }
-  EXPECT_NE(read(junit).find("<property name=\"kernel\" value=\"" + plugin("ok") + "\"/>"), std::string::npos);
+  EXPECT_NE(read_file(junit).find("<property name=\"kernel\" value=\"" + plugin("ok") + "\"/>"), std::string::npos);
 }
 
 TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
@@ -67,7 +63,7 @@ TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
   const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend", "cpu",
                                      "--kernel", plugin("hardcoded"), "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet);
-  const json c = json::parse(read(report))["cases"][0];
+  const json c = json::parse(read_file(report))["cases"][0];
   EXPECT_EQ(c["disposition"], "not-rejected");
   EXPECT_GT(c["comparison"]["max_abs_error"].get<double>(), 3.0);  // against atol 0.08
   EXPECT_GT(c["comparison"]["mismatched"].get<std::int64_t>(), 1000000);
@@ -100,7 +96,7 @@ TEST(Plugins, AFailingPluginCostsOnlyItsCases) {
     const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
                                        plugin(variant), "--json", report});
     EXPECT_EQ(out.exit_code, kExitUnmet);
-    const json r = json::parse(read(report));
+    const json r = json::parse(read_file(report));
     ASSERT_EQ(r["cases"].size(), 5u);  // every case judged, none lost
     for (const json& c : r["cases"]) {
       EXPECT_EQ(c["disposition"], "error") << c["name"];
@@ -115,15 +111,15 @@ TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
                                        "--out", bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded")});
   EXPECT_EQ(repro.exit_code, kExitUnmet);
-  EXPECT_NE(read(bundle / "replay.sh").find("--kernel '" + plugin("hardcoded") + "'"), std::string::npos);
-  EXPECT_EQ(json::parse(read(bundle / "environment.json"))["kernel"], plugin("hardcoded"));
-  EXPECT_NE(read(bundle / "REPORT.md").find("- kernel: " + plugin("hardcoded")), std::string::npos);
+  EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel '" + plugin("hardcoded") + "'"), std::string::npos);
+  EXPECT_EQ(json::parse(read_file(bundle / "environment.json"))["kernel"], plugin("hardcoded"));
+  EXPECT_NE(read_file(bundle / "REPORT.md").find("- kernel: " + plugin("hardcoded")), std::string::npos);
 
   const std::string small = (dir.path() / "small.json").string();
   const CommandOutput shrink = run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
                                         "--out", small, "--backend", "cpu", "--kernel", plugin("hardcoded")});
   EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
-  const json c = json::parse(read(small));
+  const json c = json::parse(read_file(small));
   EXPECT_LT(c["T"].get<int>(), 320);
   EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--interesting", "not-rejected"}).exit_code,
             kExitOk);

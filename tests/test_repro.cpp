@@ -13,11 +13,12 @@
 namespace attnres {
 namespace {
 
+using testing::read_file;
+using testing::run_cli;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::TempDir;
-
-CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
 
 // The seed repro's shape at a size that runs in a blink: the bug needs only padded prefix rows.
 std::string padded_case(const TempDir& dir) {
@@ -34,11 +35,6 @@ std::string padded_case(const TempDir& dir) {
                                   .dump());
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 TEST(Safetensors, WritesWhatItReadsBack) {
   TempDir dir;
   SafetensorsFile file;
@@ -53,7 +49,7 @@ TEST(Safetensors, WritesWhatItReadsBack) {
   EXPECT_EQ(back.find("a")->shape, (std::vector<std::int64_t>{2, 3}));
   EXPECT_EQ(back.find("a")->bytes, file.tensors[0].bytes);
   EXPECT_EQ(back.find("b")->dtype, "F64");
-  const std::string raw = read(path);
+  const std::string raw = read_file(path);
   std::uint64_t header = 0;
   for (int i = 0; i < 8; ++i) header |= std::uint64_t(static_cast<unsigned char>(raw[std::size_t(i)])) << (8 * i);
   EXPECT_EQ((8 + header) % 8, 0u);  // data starts 8-byte aligned
@@ -74,7 +70,7 @@ TEST(Safetensors, MalformedFilesAreClearErrors) {
   file.tensors.push_back({"a", "BF16", {4}, std::vector<unsigned char>(8, 0)});
   const std::string good = (dir.path() / "good.safetensors").string();
   write_safetensors(good, file);
-  const std::string raw = read(good);
+  const std::string raw = read_file(good);
   auto variant = [&](const std::string& name, const std::string& bytes) { return dir.file(name, bytes); };
   const std::string tiny = variant("tiny", raw.substr(0, 5));
   EXPECT_EQ(error_of(tiny), tiny + ": truncated: 5 bytes, shorter than the 8-byte header length");
@@ -107,13 +103,13 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
                         "result.json", "replay.sh", "repro.py"})
     EXPECT_TRUE(fs::exists(bundle / f)) << f;
 
-  const std::string report = read(bundle / "REPORT.md");
+  const std::string report = read_file(bundle / "REPORT.md");
   EXPECT_NE(report.find("# AttnRes: `bug` is not-rejected"), std::string::npos);
   EXPECT_NE(report.find("Mismatched elements:"), std::string::npos);
   EXPECT_NE(report.find("NaN in output: 0, Inf in output: 0; no CUDA fault"), std::string::npos);
   EXPECT_NE(report.find("prefix: padding canary overwritten"), std::string::npos);
   EXPECT_NE(report.find("attnres-check run case.json --backend cpu --device-model sm_90 --no-layout-guard"), std::string::npos);
-  const json env = json::parse(read(bundle / "environment.json"));
+  const json env = json::parse(read_file(bundle / "environment.json"));
   EXPECT_TRUE(env.contains("git_revision"));
   EXPECT_TRUE(env.contains("cuda_runtime"));
   EXPECT_EQ(env["native_images_in_build"].size(), compiled_native_images().size());
@@ -132,7 +128,7 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
   run_cli({"run", (bundle / "case.json").string(), "--backend", "cpu", "--no-layout-guard", "--json", json_a});
   run_cli({"run", (bundle / "case.json").string(), "--inputs", (bundle / "inputs.safetensors").string(), "--backend", "cpu",
            "--no-layout-guard", "--json", json_b});
-  const json a = json::parse(read(json_a)), b = json::parse(read(json_b));
+  const json a = json::parse(read_file(json_a)), b = json::parse(read_file(json_b));
   EXPECT_EQ(a["cases"][0]["input_checksums"], b["cases"][0]["input_checksums"]);
   EXPECT_EQ(a["cases"][0]["input_checksums"]["prefix"], inputs.metadata.at("checksum.prefix"));
   EXPECT_EQ(a["cases"][0]["disposition"], "not-rejected");
@@ -170,7 +166,7 @@ TEST(Repro, ReplayOfDenseTensorsWithoutMetadata) {
   const std::string report = (dir.path() / "r.json").string();
   const CommandOutput out = run_cli({"run", case_path, "--inputs", path, "--backend", "cpu", "--json", report});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
-  const json r = json::parse(read(report));
+  const json r = json::parse(read_file(report));
   EXPECT_EQ(r["cases"][0]["disposition"], "passed");
   EXPECT_DOUBLE_EQ(r["cases"][0]["comparison"]["worst_reference"].get<double>(), 2.0);  // mean of 1 and 3
 
@@ -179,7 +175,7 @@ TEST(Repro, ReplayOfDenseTensorsWithoutMetadata) {
   const CommandOutput bad = run_cli({"run", case_path, "--inputs", path, "--backend", "cpu", "--json", report});
   EXPECT_EQ(bad.exit_code, kExitBadInput);
   EXPECT_NE(bad.notes.find(path + ": blocks: expected shape [1, MAXB, 8], got [1, 8]"), std::string::npos) << bad.notes;
-  const json bad_report = json::parse(read(report));
+  const json bad_report = json::parse(read_file(report));
   EXPECT_EQ(bad_report["load_errors"][0]["file"], path);
   EXPECT_EQ(bad_report["cases"].size(), 0u);
 }
@@ -191,7 +187,7 @@ TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {
   const CommandOutput out =
       run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
-  const json small = json::parse(read(out_path));
+  const json small = json::parse(read_file(out_path));
   EXPECT_LT(small["T"].get<int>(), 24);
   EXPECT_LE(small["num_blocks"].get<int>(), 1);
   EXPECT_GT(small["tensors"]["prefix"]["row_stride"].get<int>(), small["H"].get<int>());  // the bug needs the padding

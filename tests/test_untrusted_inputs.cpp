@@ -25,16 +25,12 @@
 namespace attnres {
 namespace {
 
+using testing::read_file;
+using testing::run_cli;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::TempDir;
-
-CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 json small_case_json(const std::string& name) {
   return {{"schema_version", 1}, {"name", name}, {"T", 2}, {"H", 8}, {"max_blocks", 1}, {"num_blocks", 1}};
@@ -82,7 +78,7 @@ void expect_bad_inputs(Replay& replay, const SafetensorsFile& file, const std::s
   const CommandOutput out = replay.run(file);
   EXPECT_EQ(out.exit_code, kExitBadInput) << out.text;
   EXPECT_NE(out.notes.find(replay.inputs_path + ": " + message), std::string::npos) << out.notes;
-  const json report = json::parse(read(replay.report_path));
+  const json report = json::parse(read_file(replay.report_path));
   ASSERT_EQ(report["load_errors"].size(), 1u);
   EXPECT_EQ(report["load_errors"][0]["file"], replay.inputs_path);
   EXPECT_TRUE(report["cases"].empty());
@@ -142,7 +138,7 @@ TEST(UntrustedSafetensors, StoredChecksumsAreVerified) {
   ASSERT_EQ(run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu"}).exit_code, kExitOk);
 
   // Flip one bit of prefix's first element: bundles store prefix's data first, right after the header.
-  std::string raw = read(inputs);
+  std::string raw = read_file(inputs);
   std::uint64_t header = 0;
   for (int i = 0; i < 8; ++i) header |= std::uint64_t(static_cast<unsigned char>(raw[std::size_t(i)])) << (8 * i);
   const json offsets = json::parse(raw.substr(8, header))["prefix"]["data_offsets"];
@@ -154,7 +150,7 @@ TEST(UntrustedSafetensors, StoredChecksumsAreVerified) {
   EXPECT_NE(flipped.notes.find(inputs + ": /__metadata__/checksum.prefix: the data gives fnv1a64:"), std::string::npos)
       << flipped.notes << flipped.text;
   EXPECT_NE(flipped.notes.find("(--no-verify-checksums replays it anyway)"), std::string::npos);
-  EXPECT_EQ(json::parse(read(replay_report))["summary"]["load_errors"], 1);
+  EXPECT_EQ(json::parse(read_file(replay_report))["summary"]["load_errors"], 1);
   const CommandOutput anyway = run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--no-verify-checksums"});
   EXPECT_EQ(anyway.exit_code, kExitOk) << anyway.notes;
 }
@@ -196,12 +192,12 @@ TEST(UntrustedCaseFiles, OneBadFileCostsOnlyItself) {
   EXPECT_NE(out.notes.find((dir.path() / "cases" / "sub" / "loop").string() + ": symlink loop: leads back to"), std::string::npos)
       << out.notes;
   EXPECT_NE(out.notes.find((dir.path() / "cases" / "self.json").string() + ": symlink loop: skipped"), std::string::npos);
-  const json r = json::parse(read(report));
+  const json r = json::parse(read_file(report));
   EXPECT_EQ(r["summary"]["total"], 2);  // a and c still ran
   EXPECT_EQ(r["summary"]["met_expectation"], 2);
   EXPECT_EQ(r["load_errors"].size(), 3u);
   EXPECT_NE(out.text.find("2 cases"), std::string::npos);
-  EXPECT_NE(read(junit).find("name=\"c\""), std::string::npos);
+  EXPECT_NE(read_file(junit).find("name=\"c\""), std::string::npos);
 }
 
 // Runs `body` where directory permissions apply: as is, or (root reads everything) in a
@@ -255,7 +251,7 @@ TEST(UntrustedCaseFiles, NonUtf8PathsGiveValidJsonAndJunit) {
   const CommandOutput out =
       run_cli({"run", (dir.path() / "cases").string(), "--backend", "cpu", "--json", report, "--junit", junit});
   EXPECT_EQ(out.exit_code, kExitBadInput);
-  const std::string report_text = read(report), junit_text = read(junit);
+  const std::string report_text = read_file(report), junit_text = read_file(junit);
   EXPECT_EQ(valid_utf8(report_text), report_text);
   EXPECT_EQ(valid_utf8(junit_text), junit_text);
   const json r = json::parse(report_text);
@@ -286,7 +282,7 @@ TEST(MemoryBudget, CasesOverTheBudgetAreNotRunWithTheBytes) {
   const CommandOutput out =
       run_cli({"run", path, "--backend", "cpu", "--max-host-memory", "1G", "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet);
-  const json r = json::parse(read(report));
+  const json r = json::parse(read_file(report));
   ASSERT_EQ(r["cases"].size(), 3u);
   for (int i : {0, 1}) {
     EXPECT_EQ(r["cases"][i]["disposition"], "not-run");
@@ -347,12 +343,12 @@ TEST(Reports, AFailedWriteKeepsTheOldFileAndTheTable) {
     EXPECT_NE(out.notes.find("report not written: " + report + ": cannot write: File too large"), std::string::npos)
         << out.notes;
   }
-  EXPECT_EQ(read(report), "old report");
+  EXPECT_EQ(read_file(report), "old report");
   int files = 0;
   for (const auto& entry : fs::directory_iterator(dir.path())) files += entry.is_regular_file();
   EXPECT_EQ(files, 2);  // no temporary left behind
   EXPECT_EQ(run_cli({"run", path, "--backend", "cpu", "--json", report}).exit_code, kExitOk);
-  EXPECT_EQ(json::parse(read(report))["summary"]["total"], 1);
+  EXPECT_EQ(json::parse(read_file(report))["summary"]["total"], 1);
 }
 
 TEST(Reports, AnUnwritableReportPathIsRefusedBeforeRunning) {

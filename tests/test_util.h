@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "app/cli.h"
+#include "app/commands.h"
 #include "app/runner.h"
 
 namespace attnres::testing {
@@ -39,6 +41,14 @@ inline std::uint64_t fresh_seed() {
 }
 
 inline std::string source_path(const std::string& relative) { return std::string(ATTNRES_SOURCE_DIR) + "/" + relative; }
+
+// A command line as main would run it (without the program name).
+inline CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 // The seed repro on any backend: guarded it is refused with the exact message; unguarded the
 // kernel runs and corrupts silently (large error, no NaN/Inf, prefix padding overwritten).

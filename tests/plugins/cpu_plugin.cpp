@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "packed_rows.h"
+
 namespace {
 
 float load(const DLTensor* t, std::int64_t offset) {
@@ -56,17 +58,7 @@ int run(const AttnResKernelCall* c) {
 #endif
   const std::int64_t tokens = c->prefix->shape[0], hidden = c->prefix->shape[1];
 #if defined(ATTNRES_PLUGIN_OK)
-  const bool dense = c->prefix->strides[0] == hidden && (!c->delta || c->delta->strides[0] == hidden) &&
-                     c->output->strides[0] == hidden;
-  if (!dense) {
-    char delta[32] = "none";
-    if (c->delta) std::snprintf(delta, sizeof delta, "%lld", static_cast<long long>(c->delta->strides[0]));
-    std::snprintf(c->error, c->error_capacity,
-                  "Kimi K3 AttnRes requires densely packed rows; got strides %lld, %s, %lld for hidden_size %lld",
-                  static_cast<long long>(c->prefix->strides[0]), delta, static_cast<long long>(c->output->strides[0]),
-                  static_cast<long long>(hidden));
-    return ATTNRES_KERNEL_REFUSED;
-  }
+  if (refuse_unless_packed(c)) return ATTNRES_KERNEL_REFUSED;
 #endif
   const std::int64_t block_token = c->blocks->strides[0], block_row = c->blocks->strides[1];
   const int sources = int(c->num_blocks) + 1;

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 
+#include "packed_rows.h"
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -96,17 +98,8 @@ extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
 }
 
 extern "C" int attnres_kernel(const AttnResKernelCall* c) {
+  if (refuse_unless_packed(c)) return ATTNRES_KERNEL_REFUSED;
   const long long hidden = c->prefix->shape[1];
-  const bool dense = c->prefix->strides[0] == hidden && (!c->delta || c->delta->strides[0] == hidden) &&
-                     c->output->strides[0] == hidden;
-  if (!dense) {
-    char delta[32] = "none";
-    if (c->delta) std::snprintf(delta, sizeof delta, "%lld", static_cast<long long>(c->delta->strides[0]));
-    std::snprintf(c->error, c->error_capacity,
-                  "Kimi K3 AttnRes requires densely packed rows; got strides %lld, %s, %lld for hidden_size %lld",
-                  static_cast<long long>(c->prefix->strides[0]), delta, static_cast<long long>(c->output->strides[0]), hidden);
-    return ATTNRES_KERNEL_REFUSED;
-  }
   if (c->num_blocks + 1 > kMaxSources) {
     std::snprintf(c->error, c->error_capacity, "test plugin supports at most %d blocks", kMaxSources - 1);
     return ATTNRES_KERNEL_REFUSED;
