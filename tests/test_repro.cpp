@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/cli.h"
@@ -194,6 +195,25 @@ TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {
   const CommandOutput again = run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"});
   EXPECT_EQ(again.exit_code, kExitOk) << again.text;
   EXPECT_EQ(run_cli({"shrink", bug, "--backend", "cpu", "--verdict", "passed"}).exit_code, kExitUnmet);
+}
+
+TEST(Shrink, TheShrunkCasePassesItsOwnRegressionCheck) {
+  // The seed repro expects the guard's message for T=320, H=7168, stride 7175; shrunk, the
+  // layout is smaller and the guarded kernel names the new strides.
+  TempDir dir;
+  const std::string out_path = (dir.path() / "s.json").string();
+  const CommandOutput out = run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
+                                     "--no-layout-guard", "--backend", "cpu", "--out", out_path});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.text;
+  const json small = json::parse(read_file(out_path));
+  const std::int64_t hidden = small["H"], stride = small["tensors"]["prefix"]["row_stride"];
+  ASSERT_LT(hidden, 7168);
+  EXPECT_EQ(small["expect"]["message"], fmt::format("Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}",
+                                                     stride, small["has_delta"].get<bool>() ? std::to_string(hidden) : "none",
+                                                     hidden, hidden));
+  const CommandOutput again = run_cli({"run", out_path, "--backend", "cpu"});
+  EXPECT_EQ(again.exit_code, kExitOk) << again.text;
+  EXPECT_NE(again.text.find("rejected-as-expected"), std::string::npos) << again.text;
 }
 
 }  // namespace
