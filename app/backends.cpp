@@ -117,7 +117,6 @@ class CudaBackend : public Backend {
     guarded([&] {
       DeviceTensors device(tensors, nullptr);
       kernel.launch(device.args, options, nullptr);
-      ATTNRES_CUDA_CHECK(cudaGetLastError());
       ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
       device.download(tensors, nullptr);
     });

@@ -241,7 +241,8 @@ double case_size(const CaseSpec& c) {
 
 CommandOutput shrink_command(const Invocation& inv) {
   CommandOutput out;
-  CaseSpec current = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
+  const CaseSpec original_spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
+  CaseSpec current = original_spec;
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   RunOptions options;
   options.disable_layout_guard = inv.shrink.no_layout_guard;
@@ -280,8 +281,8 @@ CommandOutput shrink_command(const Invocation& inv) {
   if (current.expect == Expectation::reject && !current.expected_message.empty()) {
     RunOptions guarded = options;
     guarded.disable_layout_guard = false;
-    const CaseSpec original_spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
-    const CaseResult before = run_case(original_spec, *backend, guarded);
+    // The original already ran guarded unless --no-layout-guard was given.
+    const CaseResult before = options.disable_layout_guard ? run_case(original_spec, *backend, guarded) : original;
     const CaseResult after = run_case(current, *backend, guarded);
     if (before.rejection == original_spec.expected_message && after.rejection && *after.rejection != current.expected_message) {
       current.expected_message = *after.rejection;
@@ -295,7 +296,7 @@ CommandOutput shrink_command(const Invocation& inv) {
   out.text += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides prefix {} delta {} output {} blocks {} ({:.3g}x smaller)\nwritten to {}\n",
                           trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
                           current.prefix_row_stride, current.delta_row_stride, current.output_row_stride, current.blocks_row_stride,
-                          case_size(load_single_case(inv.shrink.case_path, inv.shrink.case_name)) / case_size(current), path);
+                          case_size(original_spec) / case_size(current), path);
   return out;
 }
 

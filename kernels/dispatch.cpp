@@ -112,10 +112,6 @@ DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& i
   return decision;
 }
 
-}  // namespace attnres
-
-namespace attnres {
-
 std::optional<std::string> native_unavailable_reason(const DeviceDescription& device, const NativeImages& images,
                                                      const AttnResShape& shape, const AttnResStrides& strides) {
   DispatchRequest request;
