@@ -20,8 +20,17 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--native-images", options.native_images,
                       "with --backend cpu: native images the modelled build holds (e.g. sm_90a or none)");
   command->add_option("--kernel", options.kernel,
-                      "run every case on this kernel: native, portable, or so:PATH[:SYMBOL] (a shared library "
-                      "behind include/attnres/kernel_abi.h); default: each case's own, auto by the dispatcher");
+                      "run every case on this kernel: native, portable, so:PATH[:SYMBOL] (a shared library behind "
+                      "include/attnres/kernel_abi.h), torch-op:NAMESPACE::OP (a torch custom op; see --torch-library) "
+                      "or python:MODULE:FUNCTION (see --signature); default: each case's own, auto by the dispatcher");
+  command->add_option("--torch-library", options.torch_library,
+                      "with --kernel torch-op:...: the shared library that registers the op, loaded first "
+                      "(e.g. vllm/_C.abi3.so)");
+  command->add_option("--signature", options.signature,
+                      "with --kernel python:...: vllm (positional arguments, returns the output) or flashinfer "
+                      "(keyword scalars, writes a caller-owned out=)")
+      ->check(CLI::IsMember({"vllm", "flashinfer"}))
+      ->capture_default_str();
 }
 
 // Sizes such as 8G or 512M (powers of 1024), kept as text until parse() checks them.
@@ -66,6 +75,9 @@ Invocation parse(const std::vector<std::string>& args) {
                 "with --inputs: replay even when the data disagrees with the checksums stored in the file");
   run->add_option("--interesting", inv.run.interesting,
                   "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
+  run->add_flag("--in-process", inv.run.in_process,
+                "run an external kernel in this process rather than a worker process (for a debugger; a crash "
+                "then ends the run)");
   add_backend_options(run, inv.backend);
   BudgetText budget;
   add_budget_options(run, budget);
@@ -124,6 +136,8 @@ Invocation parse(const std::vector<std::string>& args) {
   if (shrink->parsed()) inv.command = Command::shrink;
   inv.budget.host_bytes = parse_budget("--max-host-memory", budget.host);
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
+  if (!inv.backend.torch_library.empty() && inv.backend.kernel.rfind("torch-op:", 0) != 0)
+    throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
   if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back("cases");
   if (inv.command == Command::bench) {
     for (auto t : inv.bench.tokens)

@@ -22,7 +22,11 @@ struct BackendOptions {
   std::string backend = "auto";      // auto | cuda | cpu
   std::string device_model = "sm_90";  // what the cpu backend tells the dispatcher
   std::optional<std::string> native_images;  // cpu backend: override the build's list ("none", "sm_90a,sm_100a")
-  std::string kernel;  // every case on this kernel: "native", "portable" or "so:PATH[:SYMBOL]"; empty: each case's own
+  // Every case on this kernel: "native", "portable", "so:PATH[:SYMBOL]", "torch-op:NS::OP" or
+  // "python:MODULE:FUNCTION"; empty: each case's own.
+  std::string kernel;
+  std::string torch_library;         // torch-op: the library that registers the op (dlopen'ed first)
+  std::string signature = "vllm";    // python: how the function is called (vllm | flashinfer)
 };
 
 struct RunArguments {
@@ -36,6 +40,7 @@ struct RunArguments {
   std::string inputs;  // replay tensors from this safetensors file
   bool no_verify_checksums = false;  // replay even when the stored checksums disagree
   std::string interesting;  // exit 0 iff every case ends with this disposition
+  bool in_process = false;  // run an external kernel in this process instead of a worker
 };
 
 struct BenchArguments {

@@ -16,6 +16,7 @@
 #include "app/report.h"
 #include "app/runner.h"
 #include "app/safetensors.h"
+#include "app/worker.h"
 #include "kernels/launch.h"
 
 namespace attnres {
@@ -41,7 +42,7 @@ NativeImages parse_native_images(const std::string& list) {
 // the guard cases name it); a case pinned to the built-in portable kernel tests that kernel,
 // so it is left out, with a note.
 std::vector<CaseSpec> cases_for_kernel(std::vector<CaseSpec> cases, const std::string& kernel, std::string& notes) {
-  if (kernel.rfind("so:", 0) != 0) return cases;
+  if (!is_external_kernel(kernel)) return cases;
   std::vector<CaseSpec> kept;
   int pinned = 0;
   for (auto& c : cases) {
@@ -76,12 +77,6 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
     cases = std::move(kept);
   }
   return cases;
-}
-
-std::optional<Disposition> parse_disposition(const std::string& name) {
-  for (int d = 0; d < 8; ++d)
-    if (name == to_string(Disposition(d))) return Disposition(d);
-  return std::nullopt;
 }
 
 RunContext context_of(const Backend& backend, const Invocation& inv) {
@@ -130,28 +125,40 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
   LoadedCases loaded = load_cases(inv.run.paths);
   std::vector<CaseSpec> cases =
       select_cases(cases_for_kernel(std::move(loaded.cases), inv.backend.kernel, out.notes), inv.run);
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   RunOptions options;
   options.disable_layout_guard = inv.run.no_layout_guard;
   options.budget = inv.budget;
   options.kernel = inv.backend.kernel;
 
   std::vector<CaseResult> results;
-  if (!inv.run.inputs.empty()) {
-    if (cases.size() != 1)
-      throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
-    if (std::optional<ReplayInputs> replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors)) {
-      const InputSource source{[&] { return replay->tensors(); }, replay->held_bytes()};
-      if (progress) progress(0, 1, cases[0].name);
-      results.push_back(run_case(cases[0], *backend, options, &source));
-    }
+  RunContext context;
+  if (is_external_kernel(inv.backend.kernel) && !inv.run.in_process && inv.run.inputs.empty()) {
+    // A kernel from elsewhere may take its process down with it: it runs in a worker process.
+    const WorkerRun run = run_in_worker(
+        cases, [&](std::string& notes) { return make_backend(inv.backend, notes); }, options, progress);
+    results = run.results;
+    out.notes += run.notes;
+    context = RunContext{run.backend.empty() ? inv.backend.backend : run.backend,
+                         run.device.empty() ? "none (no case ran)" : run.device, compiled_native_images(),
+                         inv.command_line, inv.backend.kernel};
   } else {
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      if (progress) progress(int(i), int(cases.size()), cases[i].name);
-      results.push_back(run_case(cases[i], *backend, options));
+    std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+    if (!inv.run.inputs.empty()) {
+      if (cases.size() != 1)
+        throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
+      if (std::optional<ReplayInputs> replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors)) {
+        const InputSource source{[&] { return replay->tensors(); }, replay->held_bytes()};
+        if (progress) progress(0, 1, cases[0].name);
+        results.push_back(run_case(cases[0], *backend, options, &source));
+      }
+    } else {
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        if (progress) progress(int(i), int(cases.size()), cases[i].name);
+        results.push_back(run_case(cases[i], *backend, options));
+      }
     }
+    context = context_of(*backend, inv);
   }
-  const RunContext context = context_of(*backend, inv);
   out.text = format_table(results, loaded.errors, context, inv.color);
 
   const RunSummary summary = summarize(results, loaded.errors);
@@ -229,14 +236,16 @@ CommandOutput info_command(const Invocation& inv) {
 
 namespace {
 
-// The backend with the kernel --kernel names in its registry: a built-in, or a plugin loaded now.
-std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const std::string& kernel) {
+// The backend with the kernel --kernel names in its registry: a built-in, or one loaded now.
+std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const BackendOptions& options) {
+  const std::string& kernel = options.kernel;
   if (kernel.empty() || backend->kernels().find(kernel)) return backend;
-  if (kernel.rfind("so:", 0) != 0)
-    throw UsageError(fmt::format("--kernel: unknown kernel \"{}\" (built-in: {}; external: so:PATH[:SYMBOL])", kernel,
-                                 fmt::join(backend->kernels().names(), ", ")));
+  if (!is_external_kernel(kernel))
+    throw UsageError(fmt::format("--kernel: unknown kernel \"{}\" (built-in: {}; external: so:PATH[:SYMBOL], "
+                                 "torch-op:NAMESPACE::OP, python:MODULE:FUNCTION)",
+                                 kernel, fmt::join(backend->kernels().names(), ", ")));
   try {
-    backend->add_kernel(load_shared_library_kernel(kernel));
+    backend->add_kernel(load_external_kernel(kernel, {options.torch_library, options.signature, backend->operand_place()}));
   } catch (const PluginError& e) {
     throw UsageError(e.what());
   }
@@ -250,7 +259,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string
     const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
     if (!model) throw UsageError(fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
     const NativeImages images = options.native_images ? parse_native_images(*options.native_images) : native_images_from_build();
-    return with_kernel(make_cpu_backend(*model, images), options.kernel);
+    return with_kernel(make_cpu_backend(*model, images), options);
   }
   if (options.native_images) throw UsageError("--native-images applies to --backend cpu only");
   std::string why;
@@ -260,7 +269,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string
     note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);
     backend = make_cpu_backend(DeviceDescription{}, NativeImages{});
   }
-  return with_kernel(std::move(backend), options.kernel);
+  return with_kernel(std::move(backend), options);
 }
 
 CaseSpec load_single_case(const std::string& path, const std::string& name) {

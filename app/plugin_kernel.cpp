@@ -1,39 +1,87 @@
 #include "app/plugin_kernel.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <array>
+#include <cstdlib>
+#include <filesystem>
 #include <vector>
 
 #include <attnres/kernel_abi.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "kernels/bridges/bridge_abi.h"
 #include "kernels/cuda_check.h"
 
 namespace attnres {
 
 namespace {
 
-constexpr std::size_t kErrorCapacity = 4096;
+constexpr std::size_t kTextCapacity = 16384;
 
-// One operand as DLPack sees it; shape and strides live here for the call's duration.
-struct Operand {
-  std::array<std::int64_t, 3> shape{}, strides{};
-  DLTensor tensor{};
+// One call as the C ABI sees it: every operand a DLTensor with its real shape and strides.
+// Without data (a can-implement question) the operands are there with NULL data pointers.
+class DlpackCall {
+ public:
+  DlpackCall(const AttnResArgs& a, DLDevice device) {
+    const AttnResShape& s = a.shape;
+    const std::int64_t t = s.tokens, h = s.hidden;
+    call_.abi_version = ATTNRES_KERNEL_ABI_VERSION;
+    call_.prefix = set(0, a.prefix, true, device, {t, h}, {a.strides.prefix, 1});
+    call_.delta = set(1, a.delta, s.has_delta, device, {t, h}, {a.strides.delta, 1});
+    call_.blocks = set(2, a.blocks, true, device, {t, s.max_blocks, h}, {a.strides.blocks_token, a.strides.blocks_row, 1});
+    call_.norm_weight = set(3, a.norm_weight, true, device, {h}, {1});
+    call_.qk_weight = set(4, a.qk_weight, true, device, {h}, {1});
+    call_.output_norm_weight = set(5, a.output_norm_weight, s.has_output_norm, device, {h}, {1});
+    call_.output = set(6, a.output, true, device, {t, h}, {a.strides.output, 1});
+    call_.num_blocks = s.num_blocks;
+    call_.block_write_idx = s.block_write_idx;
+    call_.eps = s.eps;
+    call_.output_norm_eps = s.output_norm_eps;
+  }
+  DlpackCall(const DlpackCall&) = delete;
+  DlpackCall& operator=(const DlpackCall&) = delete;
+  AttnResKernelCall& get() { return call_; }
 
-  const DLTensor* set(const void* data, DLDevice device, std::vector<std::int64_t> dims, std::vector<std::int64_t> steps) {
-    if (!data) return nullptr;
-    std::copy(dims.begin(), dims.end(), shape.begin());
-    std::copy(steps.begin(), steps.end(), strides.begin());
-    tensor.data = const_cast<void*>(data);
-    tensor.device = device;
-    tensor.ndim = int(dims.size());
-    tensor.dtype = DLDataType{kDLBfloat, 16, 1};
-    tensor.shape = shape.data();
-    tensor.strides = strides.data();
-    tensor.byte_offset = 0;
-    return &tensor;
+ private:
+  struct Operand {
+    std::array<std::int64_t, 3> shape{}, strides{};
+    DLTensor tensor{};
+  };
+  const DLTensor* set(int index, const void* data, bool present, DLDevice device, std::vector<std::int64_t> dims,
+                      std::vector<std::int64_t> steps) {
+    if (!present) return nullptr;
+    Operand& o = operands_[std::size_t(index)];
+    std::copy(dims.begin(), dims.end(), o.shape.begin());
+    std::copy(steps.begin(), steps.end(), o.strides.begin());
+    o.tensor.data = const_cast<void*>(data);
+    o.tensor.device = device;
+    o.tensor.ndim = int(dims.size());
+    o.tensor.dtype = DLDataType{kDLBfloat, 16, 1};
+    o.tensor.shape = o.shape.data();
+    o.tensor.strides = o.strides.data();
+    o.tensor.byte_offset = 0;
+    return &o.tensor;
+  }
+
+  std::array<Operand, 7> operands_;
+  AttnResKernelCall call_{};
+};
+
+DLDevice dlpack_device(OperandPlace place) {
+  DLDevice device{place == OperandPlace::cuda_device ? kDLCUDA : kDLCPU, 0};
+  if (place == OperandPlace::cuda_device) ATTNRES_CUDA_CHECK(cudaGetDevice(&device.device_id));
+  return device;
+}
+
+// A NUL-terminated text buffer for a plugin or bridge to fill.
+struct TextBuffer {
+  std::vector<char> bytes = std::vector<char>(kTextCapacity, '\0');
+  std::string text() {
+    bytes.back() = '\0';
+    return bytes.data();
   }
 };
 
@@ -53,28 +101,12 @@ class SharedLibraryKernel : public KernelEntry {
   }
 
   void launch(const AttnResArgs& a, const LaunchOptions&, cudaStream_t stream) override {
-    DLDevice device{device_type_ == kDLCUDA ? kDLCUDA : kDLCPU, 0};
-    if (device_type_ == kDLCUDA) ATTNRES_CUDA_CHECK(cudaGetDevice(&device.device_id));
-    const AttnResShape& s = a.shape;
-    const std::int64_t t = s.tokens, h = s.hidden;
-    std::array<Operand, 7> operands;
-    AttnResKernelCall call{};
-    call.abi_version = ATTNRES_KERNEL_ABI_VERSION;
-    call.prefix = operands[0].set(a.prefix, device, {t, h}, {a.strides.prefix, 1});
-    call.delta = operands[1].set(a.delta, device, {t, h}, {a.strides.delta, 1});
-    call.blocks = operands[2].set(a.blocks, device, {t, s.max_blocks, h}, {a.strides.blocks_token, a.strides.blocks_row, 1});
-    call.norm_weight = operands[3].set(a.norm_weight, device, {h}, {1});
-    call.qk_weight = operands[4].set(a.qk_weight, device, {h}, {1});
-    call.output_norm_weight = operands[5].set(a.output_norm_weight, device, {h}, {1});
-    call.output = operands[6].set(a.output, device, {t, h}, {a.strides.output, 1});
-    call.num_blocks = s.num_blocks;
-    call.block_write_idx = s.block_write_idx;
-    call.eps = s.eps;
-    call.output_norm_eps = s.output_norm_eps;
+    DlpackCall dlpack(a, dlpack_device(operands()));
+    AttnResKernelCall& call = dlpack.get();
     call.stream = device_type_ == kDLCUDA ? stream : nullptr;
-    std::vector<char> error(kErrorCapacity, '\0');
-    call.error = error.data();
-    call.error_capacity = error.size();
+    TextBuffer error;
+    call.error = error.bytes.data();
+    call.error_capacity = error.bytes.size();
     int status = 0;
     try {
       status = kernel_(&call);
@@ -83,8 +115,7 @@ class SharedLibraryKernel : public KernelEntry {
     } catch (...) {
       throw KernelFailure(fmt::format("{} threw an exception that is not a std::exception", name_));
     }
-    error.back() = '\0';
-    const std::string message = error.data();
+    const std::string message = error.text();
     if (status == ATTNRES_KERNEL_REFUSED) throw KernelRejection(message);
     if (status != ATTNRES_KERNEL_OK)
       throw KernelFailure(fmt::format("{} returned {}{}", name_, status, message.empty() ? "" : ": " + message));
@@ -97,7 +128,74 @@ class SharedLibraryKernel : public KernelEntry {
   std::int32_t device_type_;
 };
 
-}  // namespace
+// The three texts of a bridge's report, owned here.
+struct BridgeTexts {
+  TextBuffer message, kind, detail;
+  AttnResBridgeReport report{};
+  BridgeTexts() {
+    report = {message.bytes.data(), message.bytes.size(), kind.bytes.data(), kind.bytes.size(), detail.bytes.data(),
+              detail.bytes.size()};
+  }
+  BridgeTexts(const BridgeTexts&) = delete;
+  BridgeTexts& operator=(const BridgeTexts&) = delete;
+};
+
+// A torch op or a Python function, through its bridge library.
+class BridgeKernel : public KernelEntry {
+ public:
+  BridgeKernel(std::string name, const AttnResBridge* bridge, void* handle, OperandPlace place)
+      : name_(std::move(name)), bridge_(bridge), handle_(handle), place_(place) {}
+
+  std::string name() const override { return name_; }
+  OperandPlace operands() const override { return place_; }
+  std::optional<std::string> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
+                                              const DeviceDescription& device) const override {
+    if (place_ == OperandPlace::cuda_device && !device.present) return std::string("no CUDA device");
+    AttnResArgs question;
+    question.shape = shape;
+    question.strides = strides;
+    DlpackCall dlpack(question, DLDevice{place_ == OperandPlace::cuda_device ? kDLCUDA : kDLCPU, 0});
+    TextBuffer reason;
+    if (bridge_->cannot_implement(handle_, &dlpack.get(), reason.bytes.data(), reason.bytes.size())) return reason.text();
+    return std::nullopt;
+  }
+
+  void launch(const AttnResArgs& a, const LaunchOptions&, cudaStream_t stream) override {
+    DlpackCall dlpack(a, dlpack_device(place_));
+    dlpack.get().stream = place_ == OperandPlace::cuda_device ? stream : nullptr;
+    BridgeTexts texts;
+    const int status = bridge_->launch(handle_, &dlpack.get(), &texts.report);
+    const std::string message = texts.message.text(), kind = texts.kind.text(), detail = texts.detail.text();
+    if (status == ATTNRES_KERNEL_REFUSED) throw KernelRejection(message, kind, detail);
+    if (status == ATTNRES_BRIDGE_WRONG_RESULT) throw KernelWrongResult(message);
+    if (status != ATTNRES_KERNEL_OK)
+      throw KernelFailure(fmt::format("{}{}{}", kind.empty() ? "" : kind + ": ", message, detail.empty() ? "" : "\n" + detail));
+    if (place_ == OperandPlace::cuda_device) ATTNRES_CHECK_LAUNCH("bridged kernel");
+  }
+
+ private:
+  std::string name_;
+  const AttnResBridge* bridge_;
+  void* handle_;
+  OperandPlace place_;
+};
+
+// Never closed: a kernel library may register state (CUDA modules, torch ops, atexit
+// handlers) for the life of the process.
+void* open_library(const std::string& path, int flags, const std::string& spec) {
+  dlerror();
+  void* library = dlopen(path.c_str(), flags);
+  if (!library) throw PluginError(fmt::format("--kernel {}: cannot load the library {}: {}", spec, path, dlerror()));
+  return library;
+}
+
+void* find_symbol(void* library, const std::string& name, const std::string& spec) {
+  dlerror();
+  void* address = dlsym(library, name.c_str());
+  if (const char* error = dlerror()) throw PluginError(fmt::format("--kernel {}: no symbol {}: {}", spec, name, error));
+  if (!address) throw PluginError(fmt::format("--kernel {}: symbol {} is null", spec, name));
+  return address;
+}
 
 std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec) {
   const std::string body = spec.substr(3);  // after "so:"
@@ -107,20 +205,9 @@ std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec)
   const std::string symbol = has_symbol ? body.substr(colon + 1) : "attnres_kernel";
   auto fail = [&](const std::string& what) { return PluginError(fmt::format("--kernel {}: {}", spec, what)); };
   if (path.empty()) throw fail("expected so:PATH or so:PATH:SYMBOL");
-  dlerror();
-  // Never closed: a kernel library may register state (CUDA modules, atexit handlers) for the
-  // life of the process.
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library) throw fail(fmt::format("cannot load the library: {}", dlerror()));
-  auto find = [&](const std::string& name) {
-    dlerror();
-    void* address = dlsym(library, name.c_str());
-    if (const char* error = dlerror()) throw fail(fmt::format("no symbol {}: {}", name, error));
-    if (!address) throw fail(fmt::format("symbol {} is null", name));
-    return address;
-  };
-  const auto info_fn = reinterpret_cast<AttnResKernelInfoFn>(find(symbol + "_info"));
-  const auto kernel = reinterpret_cast<AttnResKernelFn>(find(symbol));
+  void* library = open_library(path, RTLD_NOW | RTLD_LOCAL, spec);
+  const auto info_fn = reinterpret_cast<AttnResKernelInfoFn>(find_symbol(library, symbol + "_info", spec));
+  const auto kernel = reinterpret_cast<AttnResKernelFn>(find_symbol(library, symbol, spec));
   const AttnResKernelInfo* info = info_fn();
   if (!info) throw fail(symbol + "_info returned null");
   if (info->abi_version != ATTNRES_KERNEL_ABI_VERSION)
@@ -130,6 +217,79 @@ std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec)
     throw fail(fmt::format("device_type {} is neither kDLCPU ({}) nor kDLCUDA ({})", info->device_type, int(kDLCPU),
                            int(kDLCUDA)));
   return std::make_unique<SharedLibraryKernel>(spec, kernel, *info);
+}
+
+// Where bridge libraries are looked for: $ATTNRES_BRIDGE_DIR, beside the executable, and the
+// installed lib/attnres-check beside its bin/.
+std::vector<std::filesystem::path> bridge_directories() {
+  std::vector<std::filesystem::path> dirs;
+  if (const char* dir = std::getenv("ATTNRES_BRIDGE_DIR"); dir && *dir) dirs.emplace_back(dir);
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path());
+    dirs.push_back(exe.parent_path().parent_path() / "lib" / "attnres-check");
+  }
+  return dirs;
+}
+
+std::unique_ptr<KernelEntry> load_bridge_kernel(const std::string& spec, const std::string& bridge_name,
+                                                const std::string& target, const std::string& library,
+                                                const ExternalKernelOptions& options) {
+  const std::string file = "libattnres_" + bridge_name + "_bridge.so";
+  std::string looked;
+  for (const std::filesystem::path& dir : bridge_directories()) {
+    const std::filesystem::path path = dir / file;
+    looked += (looked.empty() ? "" : ", ") + dir.string();
+    if (!std::filesystem::exists(path)) continue;
+    // RTLD_GLOBAL: the op library or Python extension modules the bridge loads resolve against
+    // the libtorch / libpython it brought in.
+    void* handle = open_library(path.string(), RTLD_NOW | RTLD_GLOBAL, spec);
+    const auto bridge = reinterpret_cast<AttnResBridgeFn>(find_symbol(handle, ATTNRES_BRIDGE_SYMBOL, spec))();
+    if (!bridge || bridge->abi_version != ATTNRES_BRIDGE_ABI_VERSION)
+      throw PluginError(fmt::format("--kernel {}: {} was built for another attnres-check", spec, path.string()));
+    BridgeTexts texts;
+    void* opened = bridge->open(target.c_str(), library.c_str(), options.signature.c_str(),
+                                options.place == OperandPlace::cuda_device ? kDLCUDA : kDLCPU, &texts.report);
+    if (!opened) {
+      const std::string kind = texts.kind.text(), detail = texts.detail.text();
+      throw PluginError(fmt::format("--kernel {}: {}{}{}", spec, kind.empty() ? "" : kind + ": ", texts.message.text(),
+                                    detail.empty() ? "" : "\n" + detail));
+    }
+    return std::make_unique<BridgeKernel>(spec, bridge, opened, options.place);
+  }
+  throw PluginError(fmt::format("--kernel {}: this build has no {} bridge ({} not found in {}); it is built where CMake "
+                                "finds {}",
+                                spec, bridge_name, file, looked,
+                                bridge_name == "torch" ? "Torch (-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; "
+                                                         "print(torch.utils.cmake_prefix_path)'))"
+                                                       : "Python 3 with its development files (python3-dev)"));
+}
+
+}  // namespace
+
+bool is_external_kernel(const std::string& spec) {
+  for (const char* prefix : {"so:", "torch-op:", "python:"})
+    if (spec.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::unique_ptr<KernelEntry> load_external_kernel(const std::string& spec, const ExternalKernelOptions& options) {
+  if (spec.rfind("so:", 0) == 0) return load_shared_library_kernel(spec);
+  if (spec.rfind("torch-op:", 0) == 0) {
+    const std::string target = spec.substr(9);
+    if (target.find("::") == std::string::npos || target.rfind("::") == 0 || target.size() < 4)
+      throw PluginError(fmt::format("--kernel {}: expected torch-op:NAMESPACE::OP", spec));
+    return load_bridge_kernel(spec, "torch", target, options.torch_library, options);
+  }
+  if (spec.rfind("python:", 0) == 0) {
+    const std::string target = spec.substr(7);
+    const std::size_t colon = target.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == target.size())
+      throw PluginError(fmt::format("--kernel {}: expected python:MODULE:FUNCTION", spec));
+    return load_bridge_kernel(spec, "python", target, "", options);
+  }
+  throw PluginError(fmt::format("--kernel {}: not an external kernel (so:, torch-op: or python:)", spec));
 }
 
 }  // namespace attnres

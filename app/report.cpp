@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "app/json_io.h"
+#include "app/result_json.h"
 
 namespace attnres {
 
@@ -35,7 +36,7 @@ const char* color_of(Disposition d) {
 
 std::string summary_line(const RunSummary& summary) {
   std::string parts;
-  for (int d = 0; d < 8; ++d)
+  for (int d = 0; d < kDispositionCount; ++d)
     if (summary.by_disposition[d]) parts += fmt::format(", {} {}", summary.by_disposition[d], to_string(Disposition(d)));
   if (summary.load_errors) parts += fmt::format(", {} bad case file entries", summary.load_errors);
   return fmt::format("{} cases{}: {}", summary.total, parts,
@@ -71,54 +72,11 @@ std::string format_table(const std::vector<CaseResult>& results, const std::vect
   return out;
 }
 
-json result_json(const CaseResult& r) {
-  json j = {{"name", r.name},
-            {"location", r.location},
-            {"disposition", to_string(r.disposition)},
-            {"meets_expectation", meets_expectation(r.disposition)},
-            {"detail", r.detail},
-            {"backend", r.backend},
-            {"device", r.device},
-            {"kernel", r.kernel},
-            {"dispatch_reason", r.dispatch_reason},
-            {"layout_guard", r.layout_guard},
-            {"seconds", r.seconds}};
-  j["rejection"] = r.rejection ? json(*r.rejection) : json(nullptr);
-  if (r.comparison) {
-    const Comparison& c = *r.comparison;
-    j["comparison"] = {{"reference", c.reference},
-                       {"atol", c.atol},
-                       {"rtol", c.rtol},
-                       {"max_abs_error", c.max_abs_error},
-                       {"max_rel_error", c.max_rel_error},
-                       {"worst_index", {c.worst_token, c.worst_column}},
-                       {"worst_value", c.worst_value},
-                       {"worst_reference", c.worst_reference},
-                       {"mismatched", c.mismatched},
-                       {"total", c.total},
-                       {"mismatch_summary", c.mismatch_summary()},
-                       {"nan_count", c.nan_count},
-                       {"inf_count", c.inf_count},
-                       {"prefix_exact", c.prefix_mismatches == 0},
-                       {"prefix_mismatches", c.prefix_mismatches},
-                       {"blocks_exact", c.blocks_mismatches == 0},
-                       {"blocks_mismatches", c.blocks_mismatches}};
-  } else {
-    j["comparison"] = nullptr;
-  }
-  j["violations"] = json::array();
-  for (const Violation& v : r.violations)
-    j["violations"].push_back({{"tensor", v.tensor}, {"kind", v.kind}, {"row", v.row}, {"col", v.col}, {"count", v.count}});
-  j["input_checksums"] = json::object();
-  for (const auto& [name, sum] : r.input_checksums) j["input_checksums"][name] = sum;
-  return j;
-}
-
 json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                  const RunContext& context) {
   const RunSummary summary = summarize(results, load_errors);
   json by_disposition = json::object();
-  for (int d = 0; d < 8; ++d) by_disposition[to_string(Disposition(d))] = summary.by_disposition[d];
+  for (int d = 0; d < kDispositionCount; ++d) by_disposition[to_string(Disposition(d))] = summary.by_disposition[d];
   json j = {{"schema", "attnres-check/report"},
             {"schema_version", kReportSchemaVersion},
             {"tool_version", ATTNRES_VERSION},

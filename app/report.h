@@ -25,7 +25,7 @@ struct RunSummary {
   int total = 0;
   int met = 0;
   int load_errors = 0;
-  int by_disposition[8] = {};
+  int by_disposition[kDispositionCount] = {};
   bool all_met() const { return load_errors == 0 && met == total; }
 };
 
@@ -37,6 +37,5 @@ nlohmann::json report_json(const std::vector<CaseResult>& results, const std::ve
                            const RunContext& context);
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       const RunContext& context);
-nlohmann::json result_json(const CaseResult& result);
 
 }  // namespace attnres

@@ -13,6 +13,7 @@
 #include "app/file_output.h"
 #include "app/json_io.h"
 #include "app/report.h"
+#include "app/result_json.h"
 #include "app/runner.h"
 #include "app/safetensors.h"
 
@@ -49,6 +50,8 @@ std::string backend_flags(const Invocation& inv) {
   std::string flags;
   if (inv.backend.backend != "auto") flags += " --backend " + inv.backend.backend;
   if (!inv.backend.kernel.empty()) flags += " --kernel '" + inv.backend.kernel + "'";
+  if (!inv.backend.torch_library.empty()) flags += " --torch-library '" + inv.backend.torch_library + "'";
+  if (inv.backend.kernel.rfind("python:", 0) == 0) flags += " --signature " + inv.backend.signature;
   if (inv.backend.backend == "cpu") {
     flags += " --device-model " + inv.backend.device_model;
     if (inv.backend.native_images) flags += " --native-images " + *inv.backend.native_images;
@@ -250,9 +253,7 @@ CommandOutput shrink_command(const Invocation& inv) {
   options.kernel = inv.backend.kernel;
   const CaseResult original = run_case(current, *backend, options);
   std::string target = inv.shrink.verdict.empty() ? to_string(original.disposition) : inv.shrink.verdict;
-  bool known = false;
-  for (int d = 0; d < 8; ++d) known = known || target == to_string(Disposition(d));
-  if (!known) throw UsageError(fmt::format("--verdict: unknown disposition \"{}\"", target));
+  if (!parse_disposition(target)) throw UsageError(fmt::format("--verdict: unknown disposition \"{}\"", target));
   if (target != to_string(original.disposition)) {
     out.text = fmt::format("{}: is {}, not {}; nothing to shrink\n", current.name, to_string(original.disposition), target);
     out.exit_code = kExitUnmet;

@@ -26,6 +26,12 @@ const char* to_string(Disposition disposition) {
   return "?";
 }
 
+std::optional<Disposition> parse_disposition(const std::string& name) {
+  for (int d = 0; d < kDispositionCount; ++d)
+    if (name == to_string(Disposition(d))) return Disposition(d);
+  return std::nullopt;
+}
+
 bool meets_expectation(Disposition disposition) {
   return disposition == Disposition::passed || disposition == Disposition::rejected_as_expected;
 }
@@ -66,7 +72,8 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
 
 namespace {
 
-void judge_rejection(const CaseSpec& spec, const std::string& message, CaseResult& result) {
+void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, CaseResult& result) {
+  const std::string message = rejection.what();
   result.rejection = message;
   if (spec.expect == Expectation::pass) {
     result.disposition = Disposition::unexpected_rejection;
@@ -78,6 +85,8 @@ void judge_rejection(const CaseSpec& spec, const std::string& message, CaseResul
     result.disposition = Disposition::rejected_as_expected;
     result.detail = message;
   }
+  if (!rejection.kind().empty()) result.detail += fmt::format(" (raised as {})", rejection.kind());
+  if (!rejection.context().empty()) result.detail += "\n" + rejection.context();
 }
 
 std::string describe_comparison(const Comparison& c) {
@@ -163,7 +172,11 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
   try {
     backend.execute(kernel, launch, after);
   } catch (const KernelRejection& e) {
-    judge_rejection(spec, e.what(), result);  // refused at launch (an external kernel's own guard)
+    judge_rejection(spec, e, result);  // refused at launch (an external kernel's own guard)
+    return;
+  } catch (const KernelWrongResult& e) {
+    result.disposition = spec.expect == Expectation::reject ? Disposition::not_rejected : Disposition::failed;
+    result.detail = fmt::format("the kernel ran but returned no usable output: {}", e.what());
     return;
   }
   std::vector<double> reference;
@@ -253,7 +266,7 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
         result.disposition = Disposition::not_run;
         result.detail = *selection.not_run;
       } else if (selection.predicted_rejection) {
-        judge_rejection(spec, *selection.predicted_rejection, result);
+        judge_rejection(spec, KernelRejection(*selection.predicted_rejection), result);
       } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr,
                                                  inputs ? inputs->held_bytes : 0)) {
         result.disposition = Disposition::not_run;

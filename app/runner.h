@@ -25,7 +25,11 @@ enum class Disposition {
   error,                 // CUDA error, allocation failure, ...
 };
 
+constexpr int kDispositionCount = 8;
+
 const char* to_string(Disposition disposition);
+// The disposition of that name ("not-run"), if there is one.
+std::optional<Disposition> parse_disposition(const std::string& name);
 bool meets_expectation(Disposition disposition);
 
 struct Comparison {

@@ -6,8 +6,11 @@
 //   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
 //   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
 //   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
+//   ATTNRES_PLUGIN_CRASHES      the fixed kernel, but it kills its process on every call with 3
+//                               blocks (a segfault in a kernel library)
 #include <attnres/kernel_abi.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -57,8 +60,11 @@ int run(const AttnResKernelCall* c) {
   return ATTNRES_KERNEL_FAILED;
 #endif
   const std::int64_t tokens = c->prefix->shape[0], hidden = c->prefix->shape[1];
-#if defined(ATTNRES_PLUGIN_OK)
+#if defined(ATTNRES_PLUGIN_OK) || defined(ATTNRES_PLUGIN_CRASHES)
   if (refuse_unless_packed(c)) return ATTNRES_KERNEL_REFUSED;
+#endif
+#if defined(ATTNRES_PLUGIN_CRASHES)
+  if (c->num_blocks == 3) std::raise(SIGSEGV);
 #endif
   const std::int64_t block_token = c->blocks->strides[0], block_row = c->blocks->strides[1];
   const int sources = int(c->num_blocks) + 1;

@@ -1,0 +1,113 @@
+#include "app/result_json.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace attnres {
+
+using nlohmann::json;
+
+json json_number(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  return value;
+}
+
+double number_from_json(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (value == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (value == "Infinity") return INFINITY;
+  if (value == "-Infinity") return -INFINITY;
+  throw std::invalid_argument("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", got " + value.dump());
+}
+
+json result_json(const CaseResult& r) {
+  json j = {{"name", r.name},
+            {"location", r.location},
+            {"disposition", to_string(r.disposition)},
+            {"meets_expectation", meets_expectation(r.disposition)},
+            {"detail", r.detail},
+            {"backend", r.backend},
+            {"device", r.device},
+            {"kernel", r.kernel},
+            {"dispatch_reason", r.dispatch_reason},
+            {"layout_guard", r.layout_guard},
+            {"seconds", r.seconds}};
+  j["rejection"] = r.rejection ? json(*r.rejection) : json(nullptr);
+  if (r.comparison) {
+    const Comparison& c = *r.comparison;
+    j["comparison"] = {{"reference", c.reference},
+                       {"atol", c.atol},
+                       {"rtol", c.rtol},
+                       {"max_abs_error", json_number(c.max_abs_error)},
+                       {"max_rel_error", json_number(c.max_rel_error)},
+                       {"worst_index", {c.worst_token, c.worst_column}},
+                       {"worst_value", json_number(c.worst_value)},
+                       {"worst_reference", json_number(c.worst_reference)},
+                       {"mismatched", c.mismatched},
+                       {"total", c.total},
+                       {"mismatch_summary", c.mismatch_summary()},
+                       {"nan_count", c.nan_count},
+                       {"inf_count", c.inf_count},
+                       {"prefix_exact", c.prefix_mismatches == 0},
+                       {"prefix_mismatches", c.prefix_mismatches},
+                       {"first_prefix_mismatch", c.first_prefix_mismatch},
+                       {"blocks_exact", c.blocks_mismatches == 0},
+                       {"blocks_mismatches", c.blocks_mismatches},
+                       {"first_blocks_mismatch", c.first_blocks_mismatch}};
+  } else {
+    j["comparison"] = nullptr;
+  }
+  j["violations"] = json::array();
+  for (const Violation& v : r.violations)
+    j["violations"].push_back({{"tensor", v.tensor}, {"kind", v.kind}, {"row", v.row}, {"col", v.col}, {"count", v.count}});
+  j["input_checksums"] = json::object();
+  for (const auto& [name, sum] : r.input_checksums) j["input_checksums"][name] = sum;
+  return j;
+}
+
+CaseResult result_from_json(const json& j) {
+  CaseResult r;
+  r.name = j.at("name").get<std::string>();
+  r.location = j.at("location").get<std::string>();
+  const std::string disposition = j.at("disposition").get<std::string>();
+  const std::optional<Disposition> parsed = parse_disposition(disposition);
+  if (!parsed) throw std::invalid_argument("unknown disposition \"" + disposition + "\"");
+  r.disposition = *parsed;
+  r.detail = j.at("detail").get<std::string>();
+  r.backend = j.at("backend").get<std::string>();
+  r.device = j.at("device").get<std::string>();
+  r.kernel = j.at("kernel").get<std::string>();
+  r.dispatch_reason = j.at("dispatch_reason").get<std::string>();
+  r.layout_guard = j.at("layout_guard").get<bool>();
+  r.seconds = j.at("seconds").get<double>();
+  if (!j.at("rejection").is_null()) r.rejection = j.at("rejection").get<std::string>();
+  if (const json& c = j.at("comparison"); !c.is_null()) {
+    Comparison& out = r.comparison.emplace();
+    out.reference = c.at("reference").get<std::string>();
+    out.atol = c.at("atol").get<double>();
+    out.rtol = c.at("rtol").get<double>();
+    out.max_abs_error = number_from_json(c.at("max_abs_error"));
+    out.max_rel_error = number_from_json(c.at("max_rel_error"));
+    out.worst_token = c.at("worst_index").at(0).get<std::int64_t>();
+    out.worst_column = c.at("worst_index").at(1).get<std::int64_t>();
+    out.worst_value = number_from_json(c.at("worst_value"));
+    out.worst_reference = number_from_json(c.at("worst_reference"));
+    out.mismatched = c.at("mismatched").get<std::int64_t>();
+    out.total = c.at("total").get<std::int64_t>();
+    out.nan_count = c.at("nan_count").get<std::int64_t>();
+    out.inf_count = c.at("inf_count").get<std::int64_t>();
+    out.prefix_mismatches = c.at("prefix_mismatches").get<std::int64_t>();
+    out.first_prefix_mismatch = c.at("first_prefix_mismatch").get<std::string>();
+    out.blocks_mismatches = c.at("blocks_mismatches").get<std::int64_t>();
+    out.first_blocks_mismatch = c.at("first_blocks_mismatch").get<std::string>();
+  }
+  for (const json& v : j.at("violations"))
+    r.violations.push_back({v.at("tensor").get<std::string>(), v.at("kind").get<std::string>(), v.at("row").get<std::int64_t>(),
+                            v.at("col").get<std::int64_t>(), v.at("count").get<std::int64_t>()});
+  for (const auto& [name, sum] : j.at("input_checksums").items()) r.input_checksums.emplace_back(name, sum.get<std::string>());
+  return r;
+}
+
+}  // namespace attnres

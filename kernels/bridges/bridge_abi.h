@@ -1,0 +1,55 @@
+/* The interface between attnres-check and its bridges: libraries built with the tool that adapt
+ * a kernel from elsewhere (a torch custom op, a Python function) to the kernel C ABI's operands.
+ * attnres-check loads a bridge with dlopen only when --kernel names one, so neither libtorch nor
+ * libpython is linked into the tool itself. C only: a bridge may be built with another C++
+ * standard library setting (libtorch's) than the tool. */
+#ifndef ATTNRES_BRIDGE_ABI_H
+#define ATTNRES_BRIDGE_ABI_H
+
+#include <attnres/kernel_abi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTNRES_BRIDGE_ABI_VERSION 1u
+
+/* launch's result besides ATTNRES_KERNEL_OK, _REFUSED and _FAILED: the kernel ran, but what it
+ * returned is not the output ([T, H] bf16 on the operands' device); the case is failed. */
+#define ATTNRES_BRIDGE_WRONG_RESULT 3
+
+/* Texts a bridge fills, each NUL-terminated within its capacity. */
+typedef struct AttnResBridgeReport {
+  char* message;  /* a refusal's own text (compared with expect.message) or a failure's */
+  size_t message_capacity;
+  char* kind;     /* the error's type, e.g. "ValueError" or "c10::Error" */
+  size_t kind_capacity;
+  char* detail;   /* a traceback or other context, for the report's detail */
+  size_t detail_capacity;
+} AttnResBridgeReport;
+
+typedef struct AttnResBridge {
+  uint32_t abi_version; /* ATTNRES_BRIDGE_ABI_VERSION */
+  /* Opens `target` ("NAMESPACE::OP" or "MODULE:FUNCTION"); `library` ("" for none) is loaded
+   * first, `signature` says how a Python function is called ("vllm", "flashinfer"), operands
+   * will live on `device_type` (kDLCPU or kDLCUDA). Returns a handle, or NULL with why in
+   * report->message (the kernel cannot be used at all). */
+  void* (*open)(const char* target, const char* library, const char* signature, int32_t device_type,
+                AttnResBridgeReport* report);
+  /* Why the kernel cannot take `call` at all (its operands' data pointers are NULL: only shapes,
+   * strides and scalars count): returns 1 with the reason in `reason`, or 0. */
+  int (*cannot_implement)(void* handle, const AttnResKernelCall* call, char* reason, size_t capacity);
+  /* Runs the kernel: ATTNRES_KERNEL_OK, ATTNRES_KERNEL_REFUSED (the kernel's own refusal),
+   * ATTNRES_KERNEL_FAILED or ATTNRES_BRIDGE_WRONG_RESULT, with texts in `report`. */
+  int (*launch)(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report);
+} AttnResBridge;
+
+/* Every bridge library exports this. */
+typedef const AttnResBridge* (*AttnResBridgeFn)(void);
+#define ATTNRES_BRIDGE_SYMBOL "attnres_bridge"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNRES_BRIDGE_ABI_H */

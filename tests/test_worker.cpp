@@ -1,0 +1,129 @@
+// External kernels run in a worker process: a kernel that kills its process costs only its own
+// case, and results cross the process boundary without losing anything.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app/result_json.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+using nlohmann::json;
+using testing::read_file;
+using testing::run_cli;
+using testing::TempDir;
+
+std::string plugin(const std::string& variant) {
+  return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_" + variant + ".so";
+}
+
+TEST(ResultJson, NonFiniteNumbersAreNamedStrings) {
+  EXPECT_EQ(json_number(NAN), "NaN");
+  EXPECT_EQ(json_number(INFINITY), "Infinity");
+  EXPECT_EQ(json_number(-INFINITY), "-Infinity");
+  EXPECT_EQ(json_number(0.25), 0.25);
+  EXPECT_TRUE(std::isnan(number_from_json("NaN")));
+  EXPECT_EQ(number_from_json("-Infinity"), -INFINITY);
+  EXPECT_THROW(number_from_json("1.5"), std::invalid_argument);
+}
+
+TEST(ResultJson, AResultSurvivesTheRoundTrip) {
+  CaseResult r;
+  r.name = "c";
+  r.location = "cases/x.json#/2";
+  r.disposition = Disposition::memory_violation;
+  r.detail = "prefix: padding canary overwritten";
+  r.backend = "cpu";
+  r.device = "modelled sm_90 (sm_90)";
+  r.kernel = "so:/x.so";
+  r.dispatch_reason = "--kernel so:/x.so";
+  r.layout_guard = false;
+  r.rejection = "no";
+  Comparison& c = r.comparison.emplace();
+  c.reference = "cpu-float64";
+  c.atol = 0.08;
+  c.rtol = 0.03;
+  c.max_abs_error = INFINITY;
+  c.max_rel_error = 2.5;
+  c.worst_token = 3;
+  c.worst_column = 7;
+  c.worst_value = NAN;
+  c.worst_reference = -1.25;
+  c.mismatched = 4;
+  c.total = 100;
+  c.nan_count = 1;
+  c.inf_count = 2;
+  c.prefix_mismatches = 5;
+  c.first_prefix_mismatch = "row 0 col 1: got 0x3f80, expected 0x3f81";
+  c.blocks_mismatches = 6;
+  c.first_blocks_mismatch = "block 4 row 0 col 0";
+  r.violations.push_back({"prefix", "padding canary overwritten", 2, 7170, 9});
+  r.input_checksums.emplace_back("prefix", "fnv1a64:0123");
+  r.seconds = 0.5;
+
+  const CaseResult back = result_from_json(json::parse(result_json(r).dump()));
+  EXPECT_EQ(result_json(back), result_json(r));
+  ASSERT_TRUE(back.comparison);
+  EXPECT_TRUE(std::isnan(back.comparison->worst_value));
+  EXPECT_EQ(back.comparison->max_abs_error, INFINITY);
+  EXPECT_EQ(back.disposition, Disposition::memory_violation);
+  EXPECT_EQ(back.violations.at(0).to_string(), r.violations.at(0).to_string());
+  EXPECT_THROW(result_from_json(json{{"name", "c"}}), json::exception);
+}
+
+TEST(Worker, AKernelThatKillsItsProcessCostsOnlyItsCase) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend",
+                                     "cpu", "--kernel", plugin("crashes"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitUnmet);
+  const json r = json::parse(read_file(report));
+  ASSERT_EQ(r["cases"].size(), 9u);  // every case judged, none lost, in case order
+  EXPECT_EQ(r["backend"], "cpu");
+  for (std::size_t i = 0; i < 9; ++i) {
+    const json& c = r["cases"][i];
+    EXPECT_EQ(c["name"].get<std::string>().rfind("public-t17-b" + std::to_string(i), 0), 0u) << c["name"];
+    if (i != 3) {
+      EXPECT_EQ(c["disposition"], "passed") << c["name"] << c["detail"];
+      continue;
+    }
+    EXPECT_EQ(c["disposition"], "error");
+    const std::string detail = c["detail"];
+    EXPECT_NE(detail.find("the worker process running this case"), std::string::npos) << detail;
+    EXPECT_NE(detail.find("a new worker runs the remaining cases"), std::string::npos) << detail;
+#ifndef __SANITIZE_ADDRESS__  // AddressSanitizer turns the signal into its own report and exit
+    EXPECT_NE(detail.find("was killed by signal 11 (Segmentation fault)"), std::string::npos) << detail;
+#endif
+  }
+}
+
+TEST(Worker, ResultsAreTheSameInAWorkerAndInProcess) {
+  TempDir dir;
+  json reports[2];
+  for (int in_process = 0; in_process < 2; ++in_process) {
+    const std::string report = (dir.path() / fmt::format("r{}.json", in_process)).string();
+    std::vector<std::string> args{"run", testing::source_path("cases/guard.json"), testing::source_path("cases/public.json"),
+                                  "--filter", "*t3-*", "--filter", "seed*", "--backend", "cpu", "--kernel", plugin("hardcoded"),
+                                  "--json", report};
+    if (in_process) args.push_back("--in-process");
+    run_cli(args);
+    reports[in_process] = json::parse(read_file(report));
+  }
+  ASSERT_EQ(reports[0]["cases"].size(), 10u);
+  ASSERT_EQ(reports[0]["cases"].size(), reports[1]["cases"].size());
+  for (std::size_t i = 0; i < reports[0]["cases"].size(); ++i) {
+    json a = reports[0]["cases"][i], b = reports[1]["cases"][i];
+    a.erase("seconds");
+    b.erase("seconds");
+    EXPECT_EQ(a, b);
+  }
+  EXPECT_EQ(reports[0]["cases"][0]["disposition"], "not-rejected");  // the seed repro, caught
+}
+
+}  // namespace
+}  // namespace attnres
