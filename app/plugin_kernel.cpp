@@ -169,7 +169,7 @@ class BridgeKernel : public KernelEntry {
     if (status == ATTNRES_KERNEL_REFUSED) throw KernelRejection(message, kind, detail);
     if (status == ATTNRES_BRIDGE_WRONG_RESULT) throw KernelWrongResult(message);
     if (status != ATTNRES_KERNEL_OK)
-      throw KernelFailure(fmt::format("{}{}{}", kind.empty() ? "" : kind + ": ", message, detail.empty() ? "" : "\n" + detail));
+      throw KernelFailure(fmt::format("{}{}", kind.empty() ? "" : kind + ": ", message), detail);
     if (place_ == OperandPlace::cuda_device) ATTNRES_CHECK_LAUNCH("bridged kernel");
   }
 

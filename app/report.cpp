@@ -152,9 +152,10 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
       body = fmt::format("      <failure type=\"{}\" message=\"{}\">{}</failure>\n", to_string(r.disposition), message,
                          xml_escape(r.detail));
     }
-    body += fmt::format("      <system-out>disposition: {}\nkernel: {} ({})\nlayout guard: {}\n{}</system-out>\n",
+    body += fmt::format("      <system-out>disposition: {}\nkernel: {} ({})\nlayout guard: {}\n{}{}</system-out>\n",
                         to_string(r.disposition), xml_escape(r.kernel), xml_escape(r.dispatch_reason),
-                        r.layout_guard ? "on" : "off", xml_escape(r.detail));
+                        r.layout_guard ? "on" : "off", xml_escape(r.detail),
+                        r.kernel_context.empty() ? "" : "\n" + xml_escape(r.kernel_context));
     suite.body += fmt::format("    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
                               xml_escape(file_of(r.location)), xml_escape(r.name), r.seconds, body);
   }

@@ -35,6 +35,7 @@ json result_json(const CaseResult& r) {
             {"layout_guard", r.layout_guard},
             {"seconds", r.seconds}};
   j["rejection"] = r.rejection ? json(*r.rejection) : json(nullptr);
+  j["kernel_context"] = r.kernel_context;
   if (r.comparison) {
     const Comparison& c = *r.comparison;
     j["comparison"] = {{"reference", c.reference},
@@ -83,6 +84,7 @@ CaseResult result_from_json(const json& j) {
   r.layout_guard = j.at("layout_guard").get<bool>();
   r.seconds = j.at("seconds").get<double>();
   if (!j.at("rejection").is_null()) r.rejection = j.at("rejection").get<std::string>();
+  r.kernel_context = j.at("kernel_context").get<std::string>();
   if (const json& c = j.at("comparison"); !c.is_null()) {
     Comparison& out = r.comparison.emplace();
     out.reference = c.at("reference").get<std::string>();

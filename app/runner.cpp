@@ -86,7 +86,7 @@ void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, Cas
     result.detail = message;
   }
   if (!rejection.kind().empty()) result.detail += fmt::format(" (raised as {})", rejection.kind());
-  if (!rejection.context().empty()) result.detail += "\n" + rejection.context();
+  result.kernel_context = rejection.context();
 }
 
 std::string describe_comparison(const Comparison& c) {
@@ -173,6 +173,11 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
     backend.execute(kernel, launch, after);
   } catch (const KernelRejection& e) {
     judge_rejection(spec, e, result);  // refused at launch (an external kernel's own guard)
+    return;
+  } catch (const KernelFailure& e) {
+    result.disposition = Disposition::error;
+    result.detail = e.what();
+    result.kernel_context = e.context();
     return;
   } catch (const KernelWrongResult& e) {
     result.disposition = spec.expect == Expectation::reject ? Disposition::not_rejected : Disposition::failed;

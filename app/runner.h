@@ -64,6 +64,7 @@ struct CaseResult {
   std::string dispatch_reason;
   bool layout_guard = true;
   std::optional<std::string> rejection;
+  std::string kernel_context;  // what an external kernel said besides its message (a Python traceback)
   std::optional<Comparison> comparison;
   std::vector<Violation> violations;
   std::vector<std::pair<std::string, std::string>> input_checksums;

@@ -19,10 +19,16 @@ class KernelRejection : public std::runtime_error {
   std::string kind_, context_;
 };
 
-// The kernel failed in a way that is not a refusal (a plugin's error code, an exception).
+// The kernel failed in a way that is not a refusal (a plugin's error code, an exception);
+// `context` as for a rejection.
 class KernelFailure : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit KernelFailure(const std::string& message, std::string context = "")
+      : std::runtime_error(message), context_(std::move(context)) {}
+  const std::string& context() const { return context_; }
+
+ private:
+  std::string context_;
 };
 
 // The kernel ran, but what it returned cannot be the output (wrong shape, dtype or device).

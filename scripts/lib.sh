@@ -22,6 +22,14 @@ install_missing_packages() {
   [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
   [ -f /usr/include/dlpack/dlpack.h ] || missing+=(libdlpack-dev)
+  # The bridges' dependencies, where asked for (CI does: ATTNRES_BRIDGE_DEPS=1): Debian's CPU
+  # torch for the torch-op and Python bridge tests, and Python's development files.
+  if [ "${ATTNRES_BRIDGE_DEPS:-0}" = 1 ]; then
+    [ -f /usr/include/python3.11/Python.h ] || missing+=(python3-dev)
+    [ -f /usr/share/cmake/Torch/TorchConfig.cmake ] || [ -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ] ||
+      missing+=(libtorch-dev)
+    /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
+  fi
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v g++ >/dev/null 2>&1 || missing+=(g++)
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -32,13 +40,27 @@ install_missing_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# The first python3 that imports torch (a virtual environment's on PATH, else the system's):
+# the bridges are built against it and its torch.
+bridge_python_flags() {
+  local python
+  for python in "$(command -v python3 || true)" /usr/bin/python3; do
+    [ -x "$python" ] && "$python" -c 'import torch' >/dev/null 2>&1 || continue
+    echo "-DPython3_EXECUTABLE=$python"
+    echo "-DCMAKE_PREFIX_PATH=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+    return
+  done
+}
+
 build() {
   find_cuda
   install_missing_packages
   local generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+    local bridge_flags
+    mapfile -t bridge_flags < <(bridge_python_flags)
+    cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${bridge_flags[@]}" "$@"
   fi
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 }

@@ -1,4 +1,6 @@
 // GPU tests (ctest label gpu): each skips where there is no CUDA device.
+#include <sys/wait.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -176,30 +178,66 @@ TEST_F(Gpu, NativeImageQueryMatchesTheDevice) {
   }
 }
 
-// The CUDA test plugin behind the C ABI, run through the CLI as a user would.
+// External kernels run in a worker process forked before it touches CUDA; this test process
+// already holds a CUDA context, so these tests run the attnres-check binary itself, as a user
+// would, and read its JSON report.
+struct BinaryRun {
+  int exit_code = -1;
+  std::string output;
+  nlohmann::json report;
+};
+
+std::string shell_quote(const std::string& word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+BinaryRun run_binary(std::vector<std::string> args) {
+  testing::TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  args.insert(args.end(), {"--json", report});
+  std::string command = "ATTNRES_BRIDGE_DIR=" + shell_quote(ATTNRES_BRIDGE_DIR) + " PYTHONPATH=" +
+                        shell_quote(ATTNRES_PYTHON_TEST_DIR) + " " + shell_quote(ATTNRES_CHECK_BINARY);
+  for (const std::string& a : args) command += " " + shell_quote(a);
+  command += " 2>&1";
+  BinaryRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  char chunk[4096];
+  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) run.output.append(chunk, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const std::string text = read_file(report);
+  if (!text.empty()) run.report = nlohmann::json::parse(text);
+  return run;
+}
+
 std::string cuda_plugin(const std::string& variant) {
   return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_cuda_" + variant + ".so";
 }
 
+const nlohmann::json& find_case(const nlohmann::json& report, const std::string& name) {
+  for (const auto& c : report["cases"])
+    if (c["name"] == name) return c;
+  throw std::runtime_error("no case " + name);
+}
+
 TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
-  testing::TempDir dir;
-  const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput out = run_cli({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok"), "--json", report});
-  EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
-  const nlohmann::json r = nlohmann::json::parse(read_file(report));
+  const BinaryRun run = run_binary({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok")});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.output;
+  const nlohmann::json& r = run.report;
   EXPECT_EQ(r["summary"]["total"], 47);  // every bundled case but the 12 pinned to the built-in portable kernel
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
   for (const auto& c : r["cases"]) EXPECT_EQ(c["kernel"], cuda_plugin("ok")) << c["name"];
 }
 
 TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged) {
-  testing::TempDir dir;
-  const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
-                                     cuda_plugin("out_of_bounds"), "--json", report});
-  EXPECT_EQ(out.exit_code, kExitUnmet);
-  const nlohmann::json r = nlohmann::json::parse(read_file(report));
-  ASSERT_GE(r["cases"].size(), 2u);
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                                    cuda_plugin("out_of_bounds")});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  const nlohmann::json& r = run.report;
+  ASSERT_GE(r["cases"].size(), 2u) << run.output;
   for (const auto& c : r["cases"]) {
     EXPECT_EQ(c["disposition"], "memory-violation") << c["name"] << ": " << c["detail"];
     ASSERT_FALSE(c["violations"].empty());
@@ -207,6 +245,60 @@ TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged
     EXPECT_EQ(c["violations"][0]["kind"], "guard region after the allocation overwritten");
     EXPECT_TRUE(c["comparison"]["mismatched"] == 0) << c["name"];  // the answer itself is right
   }
+}
+
+TEST_F(Gpu, AnIllegalAddressCostsOnlyItsCase) {
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                                    cuda_plugin("faults")});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  const nlohmann::json& r = run.report;
+  ASSERT_EQ(r["cases"].size(), 9u) << run.output;
+  for (std::size_t i = 0; i < 9; ++i) {
+    const auto& c = r["cases"][i];
+    if (i != 3) {
+      EXPECT_EQ(c["disposition"], "passed") << c["name"] << ": " << c["detail"];
+    } else {
+      EXPECT_EQ(c["disposition"], "error");
+      EXPECT_NE(c["detail"].get<std::string>().find("illegal memory access"), std::string::npos) << c["detail"];
+    }
+  }
+}
+
+TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
+  if (!ATTNRES_HAVE_TORCH_BRIDGE) GTEST_SKIP() << "CMake found no Torch: the torch-op bridge is not built";
+  const BinaryRun vllm = run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                                     "--kernel", "torch-op:attnres_test::kimi_k3_attn_res", "--torch-library",
+                                     ATTNRES_TORCH_TEST_OPS, "--allow-not-run"});
+  EXPECT_EQ(vllm.exit_code, kExitOk) << vllm.output;
+  EXPECT_EQ(vllm.report["summary"]["by_disposition"]["passed"], 6);
+  EXPECT_EQ(vllm.report["summary"]["by_disposition"]["rejected-as-expected"], 3);
+  EXPECT_EQ(find_case(vllm.report, "seed-repro-prefix-stride-7175")["rejection"],
+            "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
+  const BinaryRun full = run_binary({"run", testing::source_path("cases/public.json"), "--kernel",
+                                     "torch-op:attnres_test::attn_res_full", "--torch-library", ATTNRES_TORCH_TEST_OPS});
+  EXPECT_EQ(full.exit_code, kExitOk) << full.output;
+  EXPECT_EQ(full.report["summary"]["by_disposition"]["passed"], 36);
+  const BinaryRun seed = run_binary({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
+                                     "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", "--torch-library",
+                                     ATTNRES_TORCH_TEST_OPS});
+  EXPECT_EQ(seed.report["cases"][0]["disposition"], "not-rejected") << seed.output;
+}
+
+TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
+  if (!ATTNRES_HAVE_PYTHON_BRIDGE) GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
+  for (const char* function : {"attn_res_eager", "attn_res_triton"}) {
+    const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                                      "--kernel", std::string("python:attnres_python_test:") + function, "--allow-not-run"});
+    EXPECT_EQ(run.exit_code, kExitOk) << function << run.output;
+    EXPECT_EQ(run.report["summary"]["by_disposition"]["passed"], 37) << function;
+    EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 3) << function;
+  }
+  // The seed's dispatch without the op-existence check, on a torch without vLLM's op.
+  const BinaryRun missing = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm",
+                                        "--kernel", "python:attnres_python_test:attn_res_without_op_check"});
+  EXPECT_EQ(missing.report["cases"][0]["disposition"], "error") << missing.output;
+  EXPECT_NE(missing.report["cases"][0]["detail"].get<std::string>().find("AttributeError"), std::string::npos)
+      << missing.report["cases"][0]["detail"];
 }
 
 TEST_F(Gpu, CasesOverTheDeviceBudgetAreNotRun) {

@@ -44,6 +44,7 @@ TEST(ResultJson, AResultSurvivesTheRoundTrip) {
   r.dispatch_reason = "--kernel so:/x.so";
   r.layout_guard = false;
   r.rejection = "no";
+  r.kernel_context = "Traceback (most recent call last):";
   Comparison& c = r.comparison.emplace();
   c.reference = "cpu-float64";
   c.atol = 0.08;

@@ -2,6 +2,8 @@
 // kernels: one block per token, every stride honoured, the fixed kernel's packed-row check.
 // ATTNRES_PLUGIN_CUDA_OUT_OF_BOUNDS also writes one element past the output's last row, so the
 // tool must report a memory violation (and judge later cases normally).
+// ATTNRES_PLUGIN_CUDA_FAULTS writes through a wild pointer on every call with 3 blocks: an
+// illegal address, a sticky error that ends the CUDA context (the tool must lose only that case).
 #include <attnres/kernel_abi.h>
 
 #include <cuda_bf16.h>
@@ -87,6 +89,8 @@ __global__ void attn_res_kernel(Operands o) {
   }
 #if defined(ATTNRES_PLUGIN_CUDA_OUT_OF_BOUNDS)
   if (t == gridDim.x - 1 && threadIdx.x == 0) output[o.output_row] = __float2bfloat16_rn(1.0f);
+#elif defined(ATTNRES_PLUGIN_CUDA_FAULTS)
+  if (o.num_blocks == 3 && threadIdx.x == 0) output[-(1ll << 40)] = __float2bfloat16_rn(1.0f);
 #endif
 }
 

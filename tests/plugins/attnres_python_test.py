@@ -1,0 +1,153 @@
+"""Test kernels for the Python bridge (`--kernel python:attnres_python_test:FUNCTION`), written
+apart from the tool's own kernels.
+
+vLLM's signature (positional, returns the output):
+  attn_res_eager            torch eager, the fixed kernel: refuses rows that are not densely packed
+                            with the exact message, as RuntimeError (what TORCH_CHECK raises)
+  attn_res_eager_hardcoded  torch eager with the seed bug: prefix and delta rows read H apart
+  attn_res_triton           a Triton kernel, one program per row, with the same packed-row check
+  attn_res_wrong_dtype      returns float32: the bridge must call it a wrong result
+  attn_res_import_vllm      imports vLLM's custom ops, as vLLM's dispatch does: ImportError here
+  attn_res_without_op_check calls torch.ops._C.kimi_k3_attn_res without asking whether it exists,
+                            as the seed's dispatch did (AttributeError on a torch without the op)
+FlashInfer's signature (keyword scalars, caller-owned out=):
+  attn_res_flashinfer       torch eager
+"""
+import torch
+
+MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}"
+
+
+def _require_packed(prefix, delta, output_stride):
+    hidden = prefix.shape[1]
+    delta_stride = None if delta is None else delta.stride(0)
+    if prefix.stride(0) != hidden or delta_stride not in (None, hidden) or output_stride != hidden:
+        raise RuntimeError(MESSAGE.format(prefix.stride(0), "none" if delta is None else delta_stride, output_stride, hidden))
+
+
+def _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+              output_norm_eps):
+    p = prefix.clone() if delta is None else (prefix.float() + delta.float()).to(torch.bfloat16)
+    prefix.copy_(p)
+    if block_write_idx >= 0:
+        blocks[:, block_write_idx].copy_(p)
+    sources = torch.cat([blocks[:, :num_blocks].float(), p.float().unsqueeze(1)], dim=1)
+    gate = norm_weight.float() * qk_weight.float()
+    logits = (sources * gate).sum(-1) * torch.rsqrt(sources.pow(2).mean(-1) + eps)
+    mixed = (torch.softmax(logits, dim=1).unsqueeze(-1) * sources).sum(1)
+    if output_norm_weight is not None:
+        mixed = mixed * torch.rsqrt(mixed.pow(2).mean(-1, keepdim=True) + output_norm_eps) * output_norm_weight.float()
+    return mixed.to(torch.bfloat16)
+
+
+def attn_res_eager(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                   output_norm_eps):
+    _require_packed(prefix, delta, prefix.shape[1])
+    return _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                     output_norm_eps)
+
+
+def attn_res_eager_hardcoded(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                             block_write_idx, eps, output_norm_eps):
+    tokens, hidden = prefix.shape
+
+    def dense(t):
+        return None if t is None else t.as_strided((tokens, hidden), (hidden, 1))
+
+    return _contract(dense(prefix), dense(delta), blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                     block_write_idx, eps, output_norm_eps)
+
+
+def attn_res_flashinfer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
+                        block_write_idx, eps, output_norm_eps, out):
+    _require_packed(prefix, delta, out.stride(0))
+    out.copy_(_contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
+                        eps, output_norm_eps))
+
+
+def attn_res_wrong_dtype(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                         block_write_idx, eps, output_norm_eps):
+    return attn_res_eager(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                          block_write_idx, eps, output_norm_eps).float()
+
+
+def attn_res_import_vllm(*args):
+    from vllm import _custom_ops  # noqa: F401  (not installed here)
+    raise AssertionError("unreachable without vLLM")
+
+
+def attn_res_without_op_check(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                              block_write_idx, eps, output_norm_eps):
+    output = torch.empty_like(prefix)
+    torch.ops._C.kimi_k3_attn_res(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output,
+                                  num_blocks, eps, output_norm_eps)
+    return output
+
+
+_row_kernel = None
+
+
+def _triton_row_kernel():
+    global _row_kernel
+    if _row_kernel is not None:
+        return _row_kernel
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def row(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, prefix_stride, delta_stride,
+            block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps, output_norm_eps,
+            HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < hidden
+        p = tl.load(prefix + t * prefix_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_DELTA:
+            p += tl.load(delta + t * delta_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        p_bf16 = p.to(tl.bfloat16)
+        tl.store(prefix + t * prefix_stride + cols, p_bf16, mask=mask)
+        if block_write_idx >= 0:
+            tl.store(blocks + t * block_token_stride + block_write_idx * block_stride + cols, p_bf16, mask=mask)
+        p = p_bf16.to(tl.float32)
+        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
+            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        # Online softmax over the sources: blocks 0..num_blocks, then p.
+        running_max = tl.full((), float("-inf"), tl.float32)
+        total = tl.zeros((), tl.float32)
+        acc = tl.zeros((BLOCK,), tl.float32)
+        for s in range(0, num_blocks + 1):
+            v = tl.load(blocks + t * block_token_stride + s * block_stride + cols, mask=mask & (s < num_blocks),
+                        other=0.0).to(tl.float32)
+            v = tl.where((s == num_blocks) | (s == block_write_idx), p, v)
+            logit = tl.sum(v * gate) * tl.rsqrt(tl.sum(v * v) / hidden + eps)
+            new_max = tl.maximum(running_max, logit)
+            rescale = tl.exp(running_max - new_max)
+            weight = tl.exp(logit - new_max)
+            acc = acc * rescale + weight * v
+            total = total * rescale + weight
+            running_max = new_max
+        mixed = acc / total
+        if HAS_NORM:
+            mixed = mixed * tl.rsqrt(tl.sum(mixed * mixed) / hidden + output_norm_eps) * \
+                tl.load(output_norm_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out + t * hidden + cols, mixed.to(tl.bfloat16), mask=mask)
+
+    _row_kernel = (row, triton.next_power_of_2)
+    return _row_kernel
+
+
+def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
+                    eps, output_norm_eps):
+    _require_packed(prefix, delta, prefix.shape[1])
+    row, next_power_of_2 = _triton_row_kernel()
+    tokens, hidden = prefix.shape
+    out = torch.empty((tokens, hidden), dtype=torch.bfloat16, device=prefix.device)
+    if tokens == 0:
+        return out
+    block = next_power_of_2(hidden)
+    row[(tokens,)](prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
+                   output_norm_weight if output_norm_weight is not None else norm_weight, out, prefix.stride(0),
+                   delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1), hidden, num_blocks,
+                   block_write_idx, eps, output_norm_eps, HAS_DELTA=delta is not None,
+                   HAS_NORM=output_norm_weight is not None, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    return out

@@ -1,0 +1,187 @@
+// The torch-op and Python bridges on host tensors (CI has Debian's CPU torch): the bundled
+// cases through test ops and test functions written apart from the tool's kernels; the seed bug
+// caught through each bridge; refusals, missing ops, wrong results and import errors reported
+// as the issue asks.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+using nlohmann::json;
+using testing::read_file;
+using testing::run_cli;
+using testing::TempDir;
+
+const std::string kSeedMessage =
+    "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168";
+
+class Bridges : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef __SANITIZE_ADDRESS__
+    GTEST_SKIP() << "libtorch and libpython are not built with AddressSanitizer";
+#endif
+    setenv("ATTNRES_BRIDGE_DIR", ATTNRES_BRIDGE_DIR, 1);
+    setenv("PYTHONPATH", ATTNRES_PYTHON_TEST_DIR, 1);
+  }
+
+  // Runs the CLI with a JSON report and returns it.
+  json run(std::vector<std::string> args, int expected_exit) {
+    const std::string report = (dir_.path() / "r.json").string();
+    args.insert(args.end(), {"--backend", "cpu", "--json", report});
+    const CommandOutput out = run_cli(args);
+    EXPECT_EQ(out.exit_code, expected_exit) << out.text << out.notes;
+    return json::parse(read_file(report));
+  }
+
+  static const json& find(const json& report, const std::string& name) {
+    for (const json& c : report["cases"])
+      if (c["name"] == name) return c;
+    throw std::runtime_error("no case " + name);
+  }
+
+  TempDir dir_;
+};
+
+class TorchBridge : public Bridges {
+ protected:
+  void SetUp() override {
+    Bridges::SetUp();
+    if (IsSkipped()) return;
+    if (!ATTNRES_HAVE_TORCH_BRIDGE) GTEST_SKIP() << "CMake found no Torch: the torch-op bridge is not built";
+  }
+  std::vector<std::string> op(const std::string& name, std::vector<std::string> cases) {
+    cases.insert(cases.begin(), "run");
+    cases.insert(cases.end(), {"--kernel", "torch-op:attnres_test::" + name, "--torch-library", ATTNRES_TORCH_TEST_OPS});
+    return cases;
+  }
+};
+
+TEST_F(TorchBridge, VllmsSchemaRunsWhatItCanExpressAndRefusesTheSeedRepro) {
+  std::vector<std::string> args = op("kimi_k3_attn_res", {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json")});
+  args.push_back("--allow-not-run");
+  const json r = run(args, kExitOk);
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 5 + 1);  // delta, output norm, no write; guard-padded-blocks-ok
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 3);
+  EXPECT_EQ(r["summary"]["by_disposition"]["not-run"], 31 + 1);
+  const json& seed = find(r, "seed-repro-prefix-stride-7175");
+  EXPECT_EQ(seed["rejection"], kSeedMessage);  // TORCH_CHECK's text, no C++ backtrace
+  EXPECT_NE(seed["detail"].get<std::string>().find("(raised as c10::Error)"), std::string::npos) << seed["detail"];
+  EXPECT_EQ(find(r, "guard-no-delta-prefix-stride")["detail"],
+            "attnres_test::kimi_k3_attn_res takes delta as a Tensor (not Tensor?): "
+            "a case without it cannot be expressed");
+  EXPECT_NE(find(r, "public-t1-b7-delta-norm-write3")["detail"].get<std::string>().find("takes no block_write_idx"),
+            std::string::npos);
+}
+
+TEST_F(TorchBridge, TheSeedBugIsCaughtThroughTheOp) {
+  const json r = run(op("kimi_k3_attn_res_hardcoded", {testing::source_path("cases/guard.json"), "--filter", "seed*"}), kExitUnmet);
+  const json& c = r["cases"][0];
+  EXPECT_EQ(c["disposition"], "not-rejected");
+  EXPECT_GT(c["comparison"]["max_abs_error"].get<double>(), 3.0);
+  EXPECT_EQ(c["violations"][0]["tensor"], "prefix");
+}
+
+TEST_F(TorchBridge, AFullSchemaReturningItsOutputRunsEveryPublicCase) {
+  const json r = run(op("attn_res_full", {testing::source_path("cases/public.json")}), kExitOk);
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 36);
+}
+
+TEST_F(TorchBridge, AnOpThatIsNotRegisteredIsNotRun) {
+  const json r = run(op("no_such_op", {testing::source_path("cases/guard.json")}), kExitUnmet);
+  EXPECT_EQ(r["summary"]["by_disposition"]["not-run"], 5);
+  EXPECT_NE(r["cases"][0]["detail"].get<std::string>().find("torch op attnres_test::no_such_op is not registered after loading"),
+            std::string::npos);
+  const json vllm = run({"run", testing::source_path("cases/guard.json"), "--kernel", "torch-op:_C::kimi_k3_attn_res"}, kExitUnmet);
+  EXPECT_NE(vllm["cases"][0]["detail"].get<std::string>().find("is not registered (no --torch-library given)"), std::string::npos);
+}
+
+TEST_F(TorchBridge, ALibraryThatDoesNotLoadIsAUsageError) {
+  try {
+    run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", "torch-op:attnres_test::x",
+             "--torch-library", "/nonexistent/_C.abi3.so"});
+    ADD_FAILURE() << "no usage error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load the torch library: /nonexistent/_C.abi3.so"), std::string::npos) << e.what();
+  }
+}
+
+class PythonBridge : public Bridges {
+ protected:
+  void SetUp() override {
+    Bridges::SetUp();
+    if (IsSkipped()) return;
+    if (!ATTNRES_HAVE_PYTHON_BRIDGE) GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
+  }
+  static std::string function(const std::string& name) { return "python:attnres_python_test:" + name; }
+};
+
+TEST_F(PythonBridge, TheEagerKernelMeetsTheBundledExpectations) {
+  const json r = run({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"), "--kernel",
+                      function("attn_res_eager"), "--allow-not-run"},
+                     kExitOk);
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 36 + 1);
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 3);
+  const json& seed = find(r, "seed-repro-prefix-stride-7175");
+  EXPECT_EQ(seed["rejection"], kSeedMessage);
+  EXPECT_NE(seed["detail"].get<std::string>().find("(raised as RuntimeError)"), std::string::npos);
+  EXPECT_NE(seed["kernel_context"].get<std::string>().find("Traceback (most recent call last)"), std::string::npos);
+  // The vllm signature returns a fresh output: the padded output of this case is not the kernel's to see.
+  EXPECT_EQ(find(r, "guard-output-stride")["disposition"], "not-run");
+}
+
+TEST_F(PythonBridge, FlashInfersSignatureSeesTheCallersOutput) {
+  const json r = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_flashinfer"), "--signature",
+                      "flashinfer"},
+                     kExitOk);
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
+  EXPECT_EQ(find(r, "guard-output-stride")["rejection"],
+            "Kimi K3 AttnRes requires densely packed rows; got strides 7168, 7168, 7176 for hidden_size 7168");
+}
+
+TEST_F(PythonBridge, TheSeedBugIsCaughtThroughPython) {
+  const json r = run({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
+                      function("attn_res_eager_hardcoded")},
+                     kExitUnmet);
+  EXPECT_EQ(r["cases"][0]["disposition"], "not-rejected");
+  EXPECT_GT(r["cases"][0]["comparison"]["max_abs_error"].get<double>(), 3.0);
+}
+
+TEST_F(PythonBridge, AResultThatIsNotTheOutputFails) {
+  const json r = run({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",
+                      function("attn_res_wrong_dtype")},
+                     kExitUnmet);
+  EXPECT_EQ(r["cases"][0]["disposition"], "failed");
+  EXPECT_NE(r["cases"][0]["detail"].get<std::string>().find("returned a torch.float32 tensor of shape [3, 7168]"), std::string::npos)
+      << r["cases"][0]["detail"];
+}
+
+TEST_F(PythonBridge, AnImportErrorInsideTheKernelIsAnErrorWithItsType) {
+  const json r = run({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",
+                      function("attn_res_import_vllm")},
+                     kExitUnmet);
+  EXPECT_EQ(r["cases"][0]["disposition"], "error");
+  EXPECT_EQ(r["cases"][0]["detail"], "ModuleNotFoundError: No module named 'vllm'");
+  EXPECT_NE(r["cases"][0]["kernel_context"].get<std::string>().find("attn_res_import_vllm"), std::string::npos);
+}
+
+TEST_F(PythonBridge, AModuleOrFunctionThatIsNotThereIsAUsageError) {
+  for (const auto& [kernel, message] : {std::pair<std::string, std::string>{"python:no_such_module:f", "cannot import no_such_module"},
+                                        {function("no_such_function"), "attnres_python_test has no no_such_function"}}) {
+    try {
+      run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", kernel});
+      ADD_FAILURE() << "no usage error for " << kernel;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnres
