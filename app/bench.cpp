@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/host_tensors.h"
+#include "app/plugin_kernel.h"
 #include "app/runner.h"
 #include "kernels/device_buffer.h"
 #include "kernels/dispatch.h"
@@ -160,7 +161,14 @@ double time_kernel(InputSets& sets, int repeats, cudaStream_t stream,
   ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaGraph_t graph = nullptr;
   ATTNRES_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunchesPerGraph; ++i) launch(sets.args(i % sets.count), stream);
+  try {
+    for (int i = 0; i < kLaunchesPerGraph; ++i) launch(sets.args(i % sets.count), stream);
+  } catch (...) {
+    // Leave the stream out of capture mode, whatever the launch left behind.
+    if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
   ATTNRES_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
@@ -181,14 +189,46 @@ double time_kernel(InputSets& sets, int repeats, cudaStream_t stream,
   return median(ms);
 }
 
+// Median time of one launch with CUDA events around each launch on the default stream: for
+// kernels that cannot be captured into a graph (host overhead included).
+double time_kernel_with_events(InputSets& sets, int repeats, const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
+  for (int i = 0; i < 3; ++i) launch(sets.args(i % sets.count), nullptr);
+  ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  Events events;
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i)
+    ms.push_back(events.time_ms(nullptr, [&] { launch(sets.args(i % sets.count), nullptr); }));
+  return median(ms);
+}
+
+// The kernel under test from --kernel, timed beside the built-in ones.
+struct KernelUnderTest {
+  std::unique_ptr<KernelEntry> entry;
+  std::string name;
+};
+
 }  // namespace
 
-CommandOutput bench_command(const BenchArguments& args) {
+CommandOutput bench_command(const BenchArguments& args, const BackendOptions& kernel_options) {
   CommandOutput out;
   std::string why;
   std::unique_ptr<Backend> backend = make_cuda_backend(why);
   if (!backend) throw std::runtime_error("bench needs a CUDA device: " + why);
   const DeviceDescription device = backend->device();
+  KernelUnderTest under_test;
+  if (!kernel_options.kernel.empty()) {
+    if (!is_external_kernel(kernel_options.kernel))
+      throw UsageError("bench --kernel: native and portable are always timed; name an external kernel (so:, torch-op:, python:)");
+    try {
+      under_test.entry = load_external_kernel(kernel_options.kernel, {kernel_options.torch_library, kernel_options.signature,
+                                                                      OperandPlace::cuda_device});
+    } catch (const PluginError& e) {
+      throw UsageError(e.what());
+    }
+    if (under_test.entry->operands() != OperandPlace::cuda_device)
+      throw UsageError(fmt::format("bench --kernel {}: it takes host operands; bench times CUDA kernels", kernel_options.kernel));
+    under_test.name = kernel_options.kernel;
+  }
   cudaDeviceProp props{};
   ATTNRES_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
   Events events;
@@ -199,8 +239,17 @@ CommandOutput bench_command(const BenchArguments& args) {
                                   "(2 GiB device-to-device, read+written bytes). Each time is the median over CUDA-graph replays of 20 launches "
                                   "on rotating input sets (together > 4x L2).\n\n",
                                   device.name, device_arch(device), args.hidden, copy / 1e12);
-  table += "| T | blocks | MB moved | native µs | native TB/s | native % copy | portable µs | portable TB/s | native / portable | cuBLAS fp64 ref ms (end to end) | check |\n";
-  table += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  if (under_test.entry)
+    table += fmt::format("Kernel under test (`{}`): timed the same way where its launch can be captured on the tool's stream, "
+                         "otherwise with CUDA events around each launch on the default stream (host overhead included); the "
+                         "`timed` column says which.\n\n",
+                         under_test.name);
+  table += "| T | blocks | MB moved | native µs | native TB/s | native % copy | portable µs | portable TB/s | native / portable |";
+  table += under_test.entry ? " kernel µs | kernel TB/s | kernel % copy | timed |" : "";
+  table += " cuBLAS fp64 ref ms (end to end) | check |\n";
+  table += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+  table += under_test.entry ? "---:|---:|---:|---|" : "";
+  table += "---:|---|\n";
   for (const int nb : args.blocks)
     for (const std::int64_t tokens : args.tokens) {
       AttnResShape shape;
@@ -244,8 +293,45 @@ CommandOutput bench_command(const BenchArguments& args) {
       } else {
         point["native"] = {{"not_run", decision.reason}};
       }
-      table += fmt::format("| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} | {} | {:.1f} | {} |\n", tokens, nb, bytes / 1e6,
-                           native_cells, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, ref_ms, check);
+      std::string kernel_cells;
+      if (under_test.entry) {
+        kernel_cells = " n/a | n/a | n/a | n/a |";
+        if (const auto why = under_test.entry->cannot_implement(shape, a0.strides, device)) {
+          point["kernel"] = {{"name", under_test.name}, {"not_run", *why}};
+          check += ", kernel not run: " + *why;
+        } else {
+          const auto external = [&](const AttnResArgs& a, cudaStream_t s) { under_test.entry->launch(a, LaunchOptions{}, s); };
+          std::string kernel_check, timed = "graph";
+          double kernel_ms = 0;
+          try {
+            kernel_check = check_kernel(sets, reference, pristine, external);
+            try {
+              kernel_ms = time_kernel(sets, args.repeats, stream.get(), external);
+            } catch (const KernelFailure&) {  // refuses the tool's stream (the torch and Python bridges)
+              timed = "events";
+            } catch (const CudaError& e) {  // not capturable
+              if (e.context_lost()) throw;
+              timed = "events";
+            }
+          } catch (const KernelRejection& e) {
+            kernel_check = std::string("REFUSED: ") + e.what();
+            timed = "";
+          }
+          if (timed == "events") kernel_ms = time_kernel_with_events(sets, args.repeats, external);
+          check += ", kernel " + kernel_check;
+          if (timed.empty()) {
+            point["kernel"] = {{"name", under_test.name}, {"check", kernel_check}};
+          } else {
+            const double bw = bytes / (kernel_ms * 1e-3);
+            kernel_cells = fmt::format(" {:.1f} | {:.2f} | {:.1f}% | {} |", kernel_ms * 1e3, bw / 1e12, 100.0 * bw / copy, timed);
+            point["kernel"] = {{"name", under_test.name}, {"median_us", kernel_ms * 1e3}, {"bytes_per_s", bw},
+                               {"fraction_of_copy", bw / copy}, {"timed", timed}, {"check", kernel_check}};
+          }
+        }
+      }
+      table += fmt::format("| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} | {} |{} {:.1f} | {} |\n", tokens, nb, bytes / 1e6,
+                           native_cells, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells, ref_ms,
+                           check);
       results.push_back(point);
     }
   out.text = table;

@@ -9,6 +9,8 @@ namespace attnres {
 
 namespace {
 
+void add_kernel_options(CLI::App* command, BackendOptions& options);
+
 void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--backend", options.backend,
                       "auto: the CUDA device if there is one; cuda; cpu: the CPU stand-ins of both kernels")
@@ -19,6 +21,10 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
       ->capture_default_str();
   command->add_option("--native-images", options.native_images,
                       "with --backend cpu: native images the modelled build holds (e.g. sm_90a or none)");
+  add_kernel_options(command, options);
+}
+
+void add_kernel_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--kernel", options.kernel,
                       "run every case on this kernel: native, portable, so:PATH[:SYMBOL] (a shared library behind "
                       "include/attnres/kernel_abi.h), torch-op:NAMESPACE::OP (a torch custom op; see --torch-library) "
@@ -95,6 +101,7 @@ Invocation parse(const std::vector<std::string>& args) {
       ->capture_default_str();
   bench->add_option("--markdown", inv.bench.markdown_path, "also write the table as markdown here");
   bench->add_option("--json", inv.bench.json_path, "also write the results as JSON here");
+  add_kernel_options(bench, inv.backend);
 
   CLI::App* repro = app.add_subcommand("repro", "write a bug-report bundle for a case");
   repro->add_option("case_file", inv.repro.case_path, "case file")->required();

@@ -287,7 +287,7 @@ CommandOutput execute(const Invocation& inv, const Progress& progress) {
   switch (inv.command) {
     case Command::run: return run_command(inv, progress);
     case Command::info: return info_command(inv);
-    case Command::bench: return bench_command(inv.bench);
+    case Command::bench: return bench_command(inv.bench, inv.backend);
     case Command::repro: return repro_command(inv);
     case Command::shrink: return shrink_command(inv);
   }

@@ -25,7 +25,8 @@ namespace {
 
 void write_text(const std::filesystem::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
 
-json environment(const Backend& backend, const std::string& kernel) {
+json environment(const Backend& backend, const BackendOptions& options) {
+  const std::string& kernel = options.kernel;
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
@@ -43,7 +44,9 @@ json environment(const Backend& backend, const std::string& kernel) {
           {"cuda_driver", version(driver)},
           {"cuda_runtime", version(runtime)},
           {"native_images_in_build", compiled_native_images()},
-          {"host", fmt::format("{} {} {}", host.sysname, host.release, host.machine)}};
+          {"host", fmt::format("{} {} {}", host.sysname, host.release, host.machine)},
+          {"torch_library", options.torch_library},
+          {"signature", options.signature}};
 }
 
 std::string backend_flags(const Invocation& inv) {
@@ -163,7 +166,7 @@ CommandOutput repro_command(const Invocation& inv) {
     write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
     written.push_back("outputs.safetensors");
   }
-  const json env = environment(*backend, inv.backend.kernel);
+  const json env = environment(*backend, inv.backend);
   write_text(dir / "environment.json", dump_json(env, 2) + "\n");
   write_text(dir / "result.json", dump_json(result_json(result), 2) + "\n");
   const std::string flags = backend_flags(inv) + (inv.repro.no_layout_guard ? " --no-layout-guard" : "");

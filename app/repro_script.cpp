@@ -9,8 +9,11 @@ std::string repro_script() {
 
 Loads inputs.safetensors, rebuilds the exact strided views with torch.as_strided, computes the
 AttnRes contract in float64 with PyTorch, and compares it with the kernel output captured in
-outputs.safetensors. With --vllm-op MODULE:FUNCTION (or when vLLM is importable and exposes one
-of the known names) it also calls the vLLM op on the GPU with the same strided views.
+outputs.safetensors. On a GPU it also calls, with the same strided views, every entry point it
+can import: vLLM's torch.ops._C.kimi_k3_attn_res, vLLM's Python dispatch
+vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res, FlashInfer's
+flashinfer.kimi_k3_attn_res:kimi_k3_attn_res, the kernel the bundle was made with (a torch op or
+Python function), and any --call SPEC.
 Needs: torch, safetensors.
 """
 import argparse
@@ -75,24 +78,61 @@ def judge(label, out, ref, atol, rtol):
     return int(bad.sum()) == 0
 
 
-def find_vllm_op(spec):
-    names = [spec] if spec else ["vllm._custom_ops:kimi_k3_attn_res", "vllm._custom_ops:attn_res"]
-    for name in names:
-        module, _, function = name.partition(":")
+# The entry points users ship, by the names in the public vLLM and FlashInfer sources, and how
+# each is called: vLLM's torch op (no delta/output-norm optionality, no block write, caller's
+# output), vLLM's Python dispatch (returns the output), FlashInfer's API (keyword scalars, out=).
+ENTRY_POINTS = [
+    ("torch-op:_C::kimi_k3_attn_res", "vllm-op"),
+    ("python:vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res", "vllm"),
+    ("python:flashinfer.kimi_k3_attn_res:kimi_k3_attn_res", "flashinfer"),
+]
+
+
+def resolve(spec):
+    """(callable, None) for a torch-op:NS::OP or python:MODULE:FUNCTION spec, or (None, why not)."""
+    if spec.startswith("torch-op:"):
+        namespace, _, op = spec[len("torch-op:"):].partition("::")
+        if namespace == "_C":
+            try:
+                importlib.import_module("vllm._C")  # registers vLLM's ops
+            except ImportError as error:
+                return None, f"vllm._C is not importable: {error}"
         try:
-            op = getattr(importlib.import_module(module), function, None)
-        except ImportError:
-            op = None
-        if op is not None:
-            return name, op
-    return None, None
+            return getattr(getattr(torch.ops, namespace), op), None
+        except (AttributeError, RuntimeError) as error:
+            return None, f"not registered: {error}"
+    module, _, function = spec[len("python:"):].rpartition(":")
+    try:
+        return getattr(importlib.import_module(module), function), None
+    except (ImportError, AttributeError) as error:
+        return None, f"{type(error).__name__}: {error}"
+
+
+def call(function, style, case, t, output_stride):
+    """Calls `function` as `style` on the tensors `t` (modified in place) and returns the output."""
+    tokens, hidden = t["prefix"].shape
+    out = torch.empty_strided((tokens, hidden), (output_stride, 1), dtype=torch.bfloat16, device=t["prefix"].device)
+    scalars = dict(num_blocks=case["num_blocks"], block_write_idx=case["block_write_idx"], eps=case["eps"],
+                   output_norm_eps=case["output_norm_eps"])
+    tensors = [t[n] for n in ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight")]
+    if style == "vllm-op":
+        if t["delta"] is None or t["output_norm_weight"] is None or case["block_write_idx"] >= 0:
+            raise NotImplementedError("vLLM's op takes delta and output_norm_weight and no block write; this case differs")
+        function(*tensors[:6], out, case["num_blocks"], case["eps"], case["output_norm_eps"])
+        return out
+    if style == "flashinfer":
+        function(*tensors, out=out, **scalars)
+        return out
+    return function(*tensors, scalars["num_blocks"], scalars["block_write_idx"], scalars["eps"],
+                    scalars["output_norm_eps"])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vllm-op", help="MODULE:FUNCTION of the op to call, taking "
-                        "(prefix, delta, blocks, num_blocks, norm_weight, qk_weight, output_norm_weight, "
-                        "eps, output_norm_eps, block_write_idx) and returning out")
+    parser.add_argument("--call", action="append", default=[], metavar="SPEC",
+                        help="also call torch-op:NS::OP or python:MODULE:FUNCTION (with --signature)")
+    parser.add_argument("--signature", choices=["vllm", "flashinfer"], default="vllm",
+                        help="how --call python:... functions are called")
     args = parser.parse_args()
     with open(os.path.join(HERE, "case.json")) as f:
         case = json.load(f)
@@ -114,20 +154,28 @@ def main():
         ok = ok and prefix_exact and blocks_exact
     else:
         print("no outputs.safetensors: the kernel was rejected before launch (see REPORT.md)")
-    name, op = find_vllm_op(args.vllm_op)
-    if op is None:
-        print("vLLM op: not importable here; skipped")
-    elif not torch.cuda.is_available():
-        print(f"vLLM op {name}: no CUDA device; skipped")
-    else:
+    with open(os.path.join(HERE, "environment.json")) as f:
+        environment = json.load(f)
+    entries = list(ENTRY_POINTS) + [(spec, args.signature) for spec in args.call]
+    if environment.get("kernel", "").startswith(("torch-op:", "python:")):
+        entries.append((environment["kernel"], environment.get("signature", "vllm")))
+    entries = [(spec, "vllm-op" if spec.startswith("torch-op:") else style) for spec, style in entries]
+    output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
+    for spec, style in entries:
+        function, why_not = resolve(spec)
+        if function is None:
+            print(f"{spec}: skipped ({why_not})")
+            continue
+        if not torch.cuda.is_available():
+            print(f"{spec}: no CUDA device; skipped")
+            continue
         gpu = {n: view(inputs, meta, n, "cuda") for n in names}
         try:
-            out = op(gpu["prefix"], gpu["delta"], gpu["blocks"], case["num_blocks"], gpu["norm_weight"], gpu["qk_weight"],
-                     gpu["output_norm_weight"], case["eps"], case["output_norm_eps"], case["block_write_idx"])
+            out = call(function, style, case, gpu, output_stride)
             torch.cuda.synchronize()
-            ok = judge(f"vLLM op {name} vs PyTorch float64", out, ref, atol, rtol) and ok
-        except Exception as error:  # the op's own rejection is a result worth printing
-            print(f"vLLM op {name} raised: {error}")
+            ok = judge(f"{spec} vs PyTorch float64", out, ref, atol, rtol) and ok
+        except Exception as error:  # a rejection or a crash of the kernel is the result to show
+            print(f"{spec} raised {type(error).__name__}: {error}")
     return 0 if ok else 1
 
 

@@ -183,5 +183,22 @@ TEST_F(PythonBridge, AModuleOrFunctionThatIsNotThereIsAUsageError) {
   }
 }
 
+TEST_F(PythonBridge, ReproBundlesAndInfoFollowTheBridgedKernel) {
+  const auto bundle = dir_.path() / "bundle";
+  const std::string kernel = function("attn_res_flashinfer");
+  const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-output-stride", "--out",
+                                       bundle.string(), "--backend", "cpu", "--kernel", kernel, "--signature", "flashinfer"});
+  EXPECT_EQ(repro.exit_code, kExitOk) << repro.text << repro.notes;
+  EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel '" + kernel + "' --signature flashinfer"), std::string::npos)
+      << read_file(bundle / "replay.sh");
+  const json environment = json::parse(read_file(bundle / "environment.json"));
+  EXPECT_EQ(environment["kernel"], kernel);
+  EXPECT_EQ(environment["signature"], "flashinfer");
+  // info says, case by case, what the vllm signature cannot express.
+  const CommandOutput info = run_cli({"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
+                                      function("attn_res_eager")});
+  EXPECT_NE(info.text.find("the vllm signature returns a fresh output"), std::string::npos) << info.text;
+}
+
 }  // namespace
 }  // namespace attnres

@@ -245,6 +245,12 @@ PyObject* capsule_of(const DLTensor* tensor) {
 
 int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report) {
   const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  // Python code launches on torch's current stream, the legacy default stream unless it sets
+  // another: the tool launches there too.
+  if (call->stream) {
+    copy_text(report->message, report->message_capacity, "the Python bridge launches on the default stream only");
+    return ATTNRES_KERNEL_FAILED;
+  }
   Gil gil;
   PyObject* capsules = PyTuple_New(7);
   const DLTensor* operands[7] = {call->prefix,    call->delta,  call->blocks, call->norm_weight, call->qk_weight,
