@@ -274,8 +274,13 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       request.shape = shape;
       request.strides = a0.strides;
       const DispatchDecision decision = dispatch(device, backend->native_images(), request);
-      const auto native = [](const AttnResArgs& a, cudaStream_t stream) { launch_native(a, true, stream); };
-      const auto portable = [](const AttnResArgs& a, cudaStream_t stream) { launch_portable(a, stream); };
+      // The registry's entries, launched as the runner launches them (native with its guard).
+      const auto entry_launcher = [&](const char* name) {
+        KernelEntry* entry = backend->kernels().find(name);
+        return [entry](const AttnResArgs& a, cudaStream_t s) { entry->launch(a, LaunchOptions{}, s); };
+      };
+      const auto native = entry_launcher("native");
+      const auto portable = entry_launcher("portable");
       json point = {{"tokens", tokens}, {"num_blocks", nb}, {"hidden", args.hidden}, {"bytes", bytes},
                     {"copy_bandwidth", copy}, {"cublas_reference_ms", ref_ms}};
       const std::string portable_check = check_kernel(sets, reference, pristine, portable);
