@@ -28,6 +28,9 @@ class Backend {
   // live there). Throws KernelRejection when the kernel refuses, KernelFailure or CudaError
   // when it fails.
   virtual void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) = 0;
+  // A case's generated inputs, canaries and poisoned output on the host (the same bits
+  // wherever they are generated).
+  virtual CaseTensors make_inputs(const CaseSpec& spec) { return make_case_tensors(spec); }
   // The float64 reference computed on the device, where the backend has one.
   virtual std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) = 0;
   // False once a fault has left the device unusable for later cases.

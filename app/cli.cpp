@@ -81,6 +81,9 @@ Invocation parse(const std::vector<std::string>& args) {
                 "with --inputs: replay even when the data disagrees with the checksums stored in the file");
   run->add_option("--interesting", inv.run.interesting,
                   "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
+  run->add_flag("--timings", inv.run.timings,
+                "under each case, the seconds spent generating inputs, in the kernel, the reference, the comparison "
+                "and the checks (always in the JSON report)");
   run->add_flag("--in-process", inv.run.in_process,
                 "run an external kernel in this process rather than a worker process (for a debugger; a crash "
                 "then ends the run)");

@@ -41,6 +41,7 @@ struct RunArguments {
   bool no_verify_checksums = false;  // replay even when the stored checksums disagree
   std::string interesting;  // exit 0 iff every case ends with this disposition
   bool in_process = false;  // run an external kernel in this process instead of a worker
+  bool timings = false;     // a line of phase times under each case
 };
 
 struct BenchArguments {

@@ -159,7 +159,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
     }
     context = context_of(*backend, inv);
   }
-  out.text = format_table(results, loaded.errors, context, inv.color);
+  out.text = format_table(results, loaded.errors, context, inv.color, inv.run.timings);
 
   const RunSummary summary = summarize(results, loaded.errors);
   for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";

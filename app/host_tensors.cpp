@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "kernels/checked_size.h"
+#include "kernels/parallel.h"
 #include "kernels/philox.h"
+#include "reference/cpu_reference.h"
 
 namespace attnres {
 
@@ -51,19 +53,13 @@ AttnResArgs CaseTensors::args() {
   return a;
 }
 
-namespace {
-
-void generate(HostTensor& tensor, const CaseSpec& spec, InputTensor which) {
-  const GeneratorKey key = make_generator_key(spec.seed, to_string(which));
-  const ResolvedDistribution dist = resolve(spec.distributions[int(which)], spec.shape.hidden);
-  for (std::int64_t row = 0; row < tensor.rows; ++row)
-    for (std::int64_t col = 0; col < tensor.columns; ++col)
-      tensor.at(row, col) = generate_bf16(key, dist, std::uint64_t(row * tensor.columns + col));
+std::vector<GeneratedTensor> generated_tensors(CaseTensors& t) {
+  return {{&t.prefix, InputTensor::prefix},           {&t.delta, InputTensor::delta},
+          {&t.blocks, InputTensor::blocks},           {&t.norm_weight, InputTensor::norm_weight},
+          {&t.qk_weight, InputTensor::qk_weight},     {&t.output_norm_weight, InputTensor::output_norm_weight}};
 }
 
-}  // namespace
-
-CaseTensors make_case_tensors(const CaseSpec& spec) {
+CaseTensors allocate_case_tensors(const CaseSpec& spec) {
   const AttnResShape& s = spec.shape;
   CaseTensors t;
   t.shape = s;
@@ -74,14 +70,25 @@ CaseTensors make_case_tensors(const CaseSpec& spec) {
   t.qk_weight = make_tensor("qk_weight", 1, s.hidden, s.hidden);
   t.output_norm_weight = make_tensor("output_norm_weight", s.has_output_norm ? 1 : 0, s.hidden, s.hidden);
   t.output = make_tensor("output", s.tokens, s.hidden, spec.output_row_stride);
-  generate(t.prefix, spec, InputTensor::prefix);
-  generate(t.delta, spec, InputTensor::delta);
-  generate(t.blocks, spec, InputTensor::blocks);
-  generate(t.norm_weight, spec, InputTensor::norm_weight);
-  generate(t.qk_weight, spec, InputTensor::qk_weight);
-  generate(t.output_norm_weight, spec, InputTensor::output_norm_weight);
-  for (std::int64_t row = 0; row < t.output.rows; ++row)
-    for (std::int64_t col = 0; col < t.output.columns; ++col) t.output.at(row, col) = kPoisonBits;
+  parallel_for(t.output.rows, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row)
+      for (std::int64_t col = 0; col < t.output.columns; ++col) t.output.at(row, col) = kPoisonBits;
+  });
+  return t;
+}
+
+CaseTensors make_case_tensors(const CaseSpec& spec) {
+  CaseTensors t = allocate_case_tensors(spec);
+  for (const GeneratedTensor& g : generated_tensors(t)) {
+    HostTensor& tensor = *g.tensor;
+    const GeneratorKey key = make_generator_key(spec.seed, to_string(g.which));
+    const ResolvedDistribution dist = resolve(spec.distributions[int(g.which)], spec.shape.hidden);
+    parallel_for(tensor.rows, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t row = begin; row < end; ++row)
+        for (std::int64_t col = 0; col < tensor.columns; ++col)
+          tensor.at(row, col) = generate_bf16(key, dist, std::uint64_t(row * tensor.columns + col));
+    });
+  }
   return t;
 }
 
@@ -105,15 +112,8 @@ std::optional<std::int64_t> case_storage_bytes(const AttnResShape& s, const Attn
 
 CaseTensors expected_after_run(const CaseTensors& before) {
   CaseTensors expected = before;
-  const AttnResShape& s = before.shape;
-  for (std::int64_t t = 0; t < s.tokens; ++t)
-    for (std::int64_t h = 0; h < s.hidden; ++h) {
-      float sum = bf16_to_float(before.prefix.at(t, h));
-      if (s.has_delta) sum += bf16_to_float(before.delta.at(t, h));
-      const bf16_bits p = float_to_bf16(sum);
-      expected.prefix.at(t, h) = p;
-      if (s.block_write_idx >= 0) expected.blocks.at(t * s.max_blocks + s.block_write_idx, h) = p;
-    }
+  const AttnResArgs args = expected.args();
+  for (std::int64_t t = 0; t < before.shape.tokens; ++t) apply_residual(args, t);
   return expected;
 }
 
@@ -133,8 +133,33 @@ struct Tally {
       violation.col = col;
     }
   }
+  // Adds a later stretch's tally: its first occurrence counts only if this one has none.
+  void merge(const Tally& later) {
+    if (violation.count == 0) {
+      violation.row = later.violation.row;
+      violation.col = later.violation.col;
+    }
+    violation.count += later.violation.count;
+  }
   void flush(std::vector<Violation>& out) const {
     if (violation.count) out.push_back(violation);
+  }
+};
+
+// What one stretch of a tensor's rows shows.
+struct RowsReport {
+  Tally padding, input_changed, unwritten;
+  std::int64_t prefix_mismatches = 0, blocks_mismatches = 0;
+  std::string first_prefix_mismatch, first_blocks_mismatch;
+
+  void merge(const RowsReport& later) {
+    padding.merge(later.padding);
+    input_changed.merge(later.input_changed);
+    unwritten.merge(later.unwritten);
+    if (prefix_mismatches == 0) first_prefix_mismatch = later.first_prefix_mismatch;
+    if (blocks_mismatches == 0) first_blocks_mismatch = later.first_blocks_mismatch;
+    prefix_mismatches += later.prefix_mismatches;
+    blocks_mismatches += later.blocks_mismatches;
   }
 };
 
@@ -155,9 +180,6 @@ ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& exp
     const HostTensor& want = *expected_tensors[i];
     Tally guard_before{{got.name, "guard region before the allocation overwritten"}};
     Tally guard_after{{got.name, "guard region after the allocation overwritten"}};
-    Tally padding{{got.name, "padding canary overwritten"}};
-    Tally input_changed{{got.name, "input modified"}};
-    Tally unwritten{{got.name, "output element not written (still poison)"}};
     const std::int64_t span = want.span();
     for (std::int64_t k = 0; k < kGuardElements; ++k) {
       if (got.storage[k] != want.storage[k]) guard_before.add(-1, k - kGuardElements);
@@ -167,29 +189,42 @@ ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& exp
     const bool is_output = &want == &expected.output;
     const bool is_prefix = &want == &expected.prefix;
     const bool is_blocks = &want == &expected.blocks;
-    for (std::int64_t row = 0; row < want.rows; ++row) {
-      for (std::int64_t col = want.columns; col < want.row_stride; ++col)
-        if (got.at(row, col) != want.at(row, col)) padding.add(row, col);
-      const bool written_block = is_blocks && s.max_blocks > 0 && row % s.max_blocks == s.block_write_idx;
-      for (std::int64_t col = 0; col < want.columns; ++col) {
-        const bf16_bits g = got.at(row, col), w = want.at(row, col);
-        if (is_output) {
-          if (g == kPoisonBits) unwritten.add(row, col);
-        } else if (g != w) {
-          if (is_prefix) {
-            if (report.prefix_mismatches++ == 0) report.first_prefix_mismatch = mismatch_text(row, col, g, w);
-          } else if (written_block) {
-            if (report.blocks_mismatches++ == 0)
-              report.first_blocks_mismatch =
-                  mismatch_text(row / s.max_blocks, col, g, w) + fmt::format(" (block {})", row % s.max_blocks);
-          } else {
-            input_changed.add(row, col);
+    constexpr std::int64_t kMinRows = 64;
+    std::vector<RowsReport> parts(std::size_t(chunk_count(want.rows, kMinRows)));
+    parallel_chunks(want.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+      RowsReport& part = parts[std::size_t(chunk)];
+      for (std::int64_t row = begin; row < end; ++row) {
+        for (std::int64_t col = want.columns; col < want.row_stride; ++col)
+          if (got.at(row, col) != want.at(row, col)) part.padding.add(row, col);
+        const bool written_block = is_blocks && s.max_blocks > 0 && row % s.max_blocks == s.block_write_idx;
+        for (std::int64_t col = 0; col < want.columns; ++col) {
+          const bf16_bits g = got.at(row, col), w = want.at(row, col);
+          if (is_output) {
+            if (g == kPoisonBits) part.unwritten.add(row, col);
+          } else if (g != w) {
+            if (is_prefix) {
+              if (part.prefix_mismatches++ == 0) part.first_prefix_mismatch = mismatch_text(row, col, g, w);
+            } else if (written_block) {
+              if (part.blocks_mismatches++ == 0)
+                part.first_blocks_mismatch =
+                    mismatch_text(row / s.max_blocks, col, g, w) + fmt::format(" (block {})", row % s.max_blocks);
+            } else {
+              part.input_changed.add(row, col);
+            }
           }
         }
       }
-    }
-    report.output_unwritten += unwritten.violation.count;
-    for (const Tally* tally : {&guard_before, &guard_after, &padding, &input_changed, &unwritten})
+    });
+    RowsReport rows{{{got.name, "padding canary overwritten"}},
+                    {{got.name, "input modified"}},
+                    {{got.name, "output element not written (still poison)"}}};
+    for (const RowsReport& part : parts) rows.merge(part);
+    report.prefix_mismatches += rows.prefix_mismatches;
+    report.blocks_mismatches += rows.blocks_mismatches;
+    if (!rows.first_prefix_mismatch.empty()) report.first_prefix_mismatch = rows.first_prefix_mismatch;
+    if (!rows.first_blocks_mismatch.empty()) report.first_blocks_mismatch = rows.first_blocks_mismatch;
+    report.output_unwritten += rows.unwritten.violation.count;
+    for (const Tally* tally : {&guard_before, &guard_after, &rows.padding, &rows.input_changed, &rows.unwritten})
       tally->flush(report.violations);
   }
   return report;

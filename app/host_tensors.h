@@ -45,7 +45,19 @@ struct CaseTensors {
   AttnResArgs args();
 };
 
-// Generated inputs (seeded, deterministic), canaries, and an output full of poison.
+// Every allocation filled with canaries and the output's elements with poison: the inputs'
+// elements are left for a generator to fill.
+CaseTensors allocate_case_tensors(const CaseSpec& spec);
+
+// The tensors whose elements the generator fills, and which stream of it each one takes.
+struct GeneratedTensor {
+  HostTensor* tensor;
+  InputTensor which;
+};
+std::vector<GeneratedTensor> generated_tensors(CaseTensors& tensors);
+
+// Generated inputs (seeded, deterministic, on every core), canaries, and an output full of
+// poison. A CUDA backend makes the same bits on the device (Backend::make_inputs).
 CaseTensors make_case_tensors(const CaseSpec& spec);
 
 // FNV-1a 64 over bf16 bits, low byte first.
@@ -68,8 +80,9 @@ std::string checksum(const HostTensor& tensor);
 // tensors as make_case_tensors lays them out; nothing when the sizes overflow int64.
 std::optional<std::int64_t> case_storage_bytes(const AttnResShape& shape, const AttnResStrides& strides);
 
-// What prefix and blocks must hold after a correct run, padding and guards untouched; the
-// other inputs must equal their originals, the output's padding and guards likewise.
+// What prefix and blocks must hold after a correct run (the reference's own steps 1-2),
+// padding and guards untouched; the other inputs must equal their originals, the output's
+// padding and guards likewise. The CPU reference leaves the same in the buffers it runs on.
 CaseTensors expected_after_run(const CaseTensors& before);
 
 struct Violation {

@@ -47,7 +47,7 @@ std::string summary_line(const RunSummary& summary) {
 }  // namespace
 
 std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
-                         const RunContext& context, bool color) {
+                         const RunContext& context, bool color, bool timings) {
   const char* dim = color ? "\033[2m" : "";
   const char* reset = color ? "\033[0m" : "";
   std::string out = fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend,
@@ -65,6 +65,11 @@ std::string format_table(const std::vector<CaseResult>& results, const std::vect
     out += fmt::format("  {}why: {}{}\n", dim, r.dispatch_reason.empty() ? r.detail : r.dispatch_reason, reset);
     if (!meets_expectation(r.disposition) || r.disposition == Disposition::rejected_as_expected)
       out += fmt::format("  {}\n", r.detail);
+    if (timings) {
+      const PhaseTimes& p = r.timings;
+      out += fmt::format("  {}time: {:.3f} s (generate {:.3f}, kernel {:.3f}, reference {:.3f}, compare {:.3f}, checks {:.3f}){}\n",
+                         dim, r.seconds, p.generate, p.kernel, p.reference, p.compare, p.checks, reset);
+    }
   }
   for (const CaseLoadError& e : load_errors)
     out += fmt::format("{}{:<21}{} {}\n", color ? "\033[31m" : "", "bad-case", reset, e.to_string());

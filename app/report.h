@@ -31,8 +31,9 @@ struct RunSummary {
 
 RunSummary summarize(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
 
+// `timings`: a line of phase times under each case (run --timings).
 std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
-                         const RunContext& context, bool color);
+                         const RunContext& context, bool color, bool timings = false);
 nlohmann::json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                            const RunContext& context);
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,

@@ -33,7 +33,13 @@ json result_json(const CaseResult& r) {
             {"kernel", r.kernel},
             {"dispatch_reason", r.dispatch_reason},
             {"layout_guard", r.layout_guard},
-            {"seconds", r.seconds}};
+            {"seconds", r.seconds},
+            {"timings",
+             {{"generate", r.timings.generate},
+              {"kernel", r.timings.kernel},
+              {"reference", r.timings.reference},
+              {"compare", r.timings.compare},
+              {"checks", r.timings.checks}}}};
   j["rejection"] = r.rejection ? json(*r.rejection) : json(nullptr);
   j["kernel_context"] = r.kernel_context;
   if (r.comparison) {
@@ -83,6 +89,9 @@ CaseResult result_from_json(const json& j) {
   r.dispatch_reason = j.at("dispatch_reason").get<std::string>();
   r.layout_guard = j.at("layout_guard").get<bool>();
   r.seconds = j.at("seconds").get<double>();
+  const json& t = j.at("timings");
+  r.timings = {t.at("generate").get<double>(), t.at("kernel").get<double>(), t.at("reference").get<double>(),
+               t.at("compare").get<double>(), t.at("checks").get<double>()};
   if (!j.at("rejection").is_null()) r.rejection = j.at("rejection").get<std::string>();
   r.kernel_context = j.at("kernel_context").get<std::string>();
   if (const json& c = j.at("comparison"); !c.is_null()) {

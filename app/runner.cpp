@@ -8,6 +8,7 @@
 #include "kernels/checked_size.h"
 #include "kernels/cuda_check.h"
 #include "kernels/kernel_entry.h"
+#include "kernels/parallel.h"
 #include "reference/cpu_reference.h"
 
 namespace attnres {
@@ -41,13 +42,13 @@ std::string Comparison::mismatch_summary() const {
   return fmt::format("Mismatched elements: {} / {} ({:.1f}%)", mismatched, total, percent);
 }
 
-Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
+namespace {
+
+// One chunk of rows of compare_output; `worst` is -1 until an element is seen.
+Comparison compare_rows(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol,
+                        std::int64_t row_begin, std::int64_t row_end, double& worst) {
   Comparison c;
-  c.atol = atol;
-  c.rtol = rtol;
-  c.total = output.rows * output.columns;
-  double worst = -1.0;
-  for (std::int64_t t = 0; t < output.rows; ++t)
+  for (std::int64_t t = row_begin; t < row_end; ++t)
     for (std::int64_t h = 0; h < output.columns; ++h) {
       const double got = bf16_to_float(output.at(t, h));
       const double want = reference[std::size_t(t * output.columns + h)];
@@ -66,6 +67,38 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
       }
       if (std::isfinite(diff) && want != 0.0) c.max_rel_error = std::fmax(c.max_rel_error, diff / std::fabs(want));
     }
+  return c;
+}
+
+}  // namespace
+
+Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
+  constexpr std::int64_t kMinRows = 64;
+  std::vector<Comparison> parts(std::size_t(chunk_count(output.rows, kMinRows)));
+  std::vector<double> worsts(parts.size(), -1.0);
+  parallel_chunks(output.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+    parts[std::size_t(chunk)] = compare_rows(output, reference, atol, rtol, begin, end, worsts[std::size_t(chunk)]);
+  });
+  Comparison c;
+  c.atol = atol;
+  c.rtol = rtol;
+  c.total = output.rows * output.columns;
+  double worst = -1.0;
+  // In row order, the first of equal worst differences wins, as in one pass over the rows.
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Comparison& p = parts[i];
+    c.mismatched += p.mismatched;
+    c.nan_count += p.nan_count;
+    c.inf_count += p.inf_count;
+    c.max_rel_error = std::fmax(c.max_rel_error, p.max_rel_error);
+    if (worsts[i] > worst) {
+      worst = worsts[i];
+      c.worst_token = p.worst_token;
+      c.worst_column = p.worst_column;
+      c.worst_value = p.worst_value;
+      c.worst_reference = p.worst_reference;
+    }
+  }
   c.max_abs_error = std::fmax(worst, 0.0);
   return c;
 }
@@ -163,12 +196,28 @@ std::optional<std::string> over_budget(const CaseFootprint& need, const Backend&
   return std::nullopt;
 }
 
+// Seconds since the last lap.
+class Lap {
+ public:
+  double next() {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return seconds;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
                           const LaunchOptions& launch, const CaseTensors& inputs, CaseResult& result,
                           std::optional<CaseArtifacts>* artifacts) {
+  Lap lap;
   for (const HostTensor* t : inputs.all())
     if (!t->empty() && t->name != "output") result.input_checksums.emplace_back(t->name, checksum(*t));
   CaseTensors after = inputs;
+  result.timings.generate += lap.next();
   try {
     backend.execute(kernel, launch, after);
   } catch (const KernelRejection& e) {
@@ -184,20 +233,26 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
     result.detail = fmt::format("the kernel ran but returned no usable output: {}", e.what());
     return;
   }
+  result.timings.kernel = lap.next();
+  // The expected state after the run is the reference's own steps 1-2: the CPU reference
+  // leaves it in the buffers it runs on; beside the device reference it is made here.
   std::vector<double> reference;
   std::string reference_name = "cpu-float64";
   std::optional<std::vector<double>> device_reference;
   if (wants_device_reference(inputs.shape, options)) device_reference = backend.device_reference(inputs);
+  CaseTensors expected = device_reference ? expected_after_run(inputs) : inputs;
   if (device_reference) {
     reference = std::move(*device_reference);
     reference_name = "cublas-float64";
   } else {
-    CaseTensors scratch = inputs;
-    reference = cpu_reference(scratch.args());
+    reference = cpu_reference(expected.args());
   }
+  result.timings.reference = lap.next();
   Comparison comparison = compare_output(after.output, reference, spec.atol, spec.rtol);
   comparison.reference = reference_name;
-  const ExactnessReport exactness = check_after_run(after, expected_after_run(inputs));
+  result.timings.compare = lap.next();
+  const ExactnessReport exactness = check_after_run(after, expected);
+  result.timings.checks = lap.next();
   comparison.prefix_mismatches = exactness.prefix_mismatches;
   comparison.blocks_mismatches = exactness.blocks_mismatches;
   comparison.first_prefix_mismatch = exactness.first_prefix_mismatch;
@@ -235,10 +290,10 @@ CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, const
   CaseFootprint footprint;
   footprint.device_bytes = backend.device_bytes(spec.shape, strides, device_reference);
   if (!tensors) return footprint;
-  // The inputs, the tensors after the run, the reference's scratch copy or the expected state
-  // (never both at once, both counted), and the float64 reference; a repro bundle keeps a copy
-  // of the inputs and writes one more of every tensor.
-  const CheckedSize copies = keeps_artifacts ? 7 : 4;
+  // The inputs, the tensors after the run, the expected state (the CPU reference's buffers),
+  // and the float64 reference; a repro bundle keeps a copy of the inputs and writes one more of
+  // every tensor.
+  const CheckedSize copies = keeps_artifacts ? 6 : 3;
   const CheckedSize reference = CheckedSize(spec.shape.tokens) * spec.shape.hidden * CheckedSize(sizeof(double));
   footprint.host_bytes = (copies * *tensors + reference * (keeps_artifacts ? 2 : 1) + held_bytes).get();
   return footprint;
@@ -277,8 +332,10 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
         result.disposition = Disposition::not_run;
         result.detail = "not run: " + *why;
       } else {
-        run_kernel_and_judge(spec, backend, options, *selection.kernel, selection.launch,
-                             inputs ? inputs->make() : make_case_tensors(spec), result, artifacts);
+        const auto generate_start = std::chrono::steady_clock::now();
+        const CaseTensors tensors = inputs ? inputs->make() : backend.make_inputs(spec);
+        result.timings.generate = std::chrono::duration<double>(std::chrono::steady_clock::now() - generate_start).count();
+        run_kernel_and_judge(spec, backend, options, *selection.kernel, selection.launch, tensors, result, artifacts);
       }
     }
   } catch (const std::bad_alloc&) {

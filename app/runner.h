@@ -53,6 +53,15 @@ struct Comparison {
 // Elementwise |out - ref| <= atol + rtol * |ref| over the logical [T, H] output.
 Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol);
 
+// Seconds spent in each phase of a case (run --timings, and the JSON report).
+struct PhaseTimes {
+  double generate = 0;   // inputs made (generated or replayed), canaries and poison
+  double kernel = 0;     // the kernel, with its copies to and from the device
+  double reference = 0;  // the float64 reference
+  double compare = 0;    // output against the reference
+  double checks = 0;     // prefix/blocks exactness, canaries, guards, inputs unchanged
+};
+
 struct CaseResult {
   std::string name;
   std::string location;
@@ -69,6 +78,7 @@ struct CaseResult {
   std::vector<Violation> violations;
   std::vector<std::pair<std::string, std::string>> input_checksums;
   double seconds = 0;
+  PhaseTimes timings;
 };
 
 struct RunOptions {

@@ -9,10 +9,27 @@
 
 namespace attnres {
 
-// Applies steps 1-2 to args' buffers (prefix <- p, blocks[:, block_write_idx] <- p) and calls
-// store(token, h, value) with the output of step 5, every stride honoured.
+// Steps 1-2 for token t: prefix <- p = bf16(prefix + delta) (a float32 sum rounded once, the
+// way the framework adds bf16 tensors) and blocks[t, block_write_idx] <- p.
+inline void apply_residual(const AttnResArgs& args, std::int64_t t) {
+  const AttnResShape& s = args.shape;
+  bf16_bits* prefix = args.prefix + t * args.strides.prefix;
+  bf16_bits* written = s.block_write_idx >= 0
+                           ? args.blocks + t * args.strides.blocks_token + s.block_write_idx * args.strides.blocks_row
+                           : nullptr;
+  for (std::int64_t h = 0; h < s.hidden; ++h) {
+    float sum = bf16_to_float(prefix[h]);
+    if (s.has_delta) sum += bf16_to_float(args.delta[t * args.strides.delta + h]);
+    prefix[h] = float_to_bf16(sum);
+    if (written) written[h] = prefix[h];
+  }
+}
+
+// Tokens [t_begin, t_end): applies steps 1-2 to args' buffers and calls store(token, h, value)
+// with the output of step 5, every stride honoured. Tokens are independent, so disjoint token
+// ranges may run concurrently.
 template <class Acc, class Store>
-void attnres_forward(const AttnResArgs& args, Store&& store) {
+void attnres_forward(const AttnResArgs& args, Store&& store, std::int64_t t_begin, std::int64_t t_end) {
   const AttnResShape& s = args.shape;
   const std::int64_t hidden = s.hidden;
   const int sources = s.num_blocks + 1;
@@ -20,17 +37,10 @@ void attnres_forward(const AttnResArgs& args, Store&& store) {
   std::vector<const bf16_bits*> rows(sources);
   for (std::int64_t h = 0; h < hidden; ++h)
     gate[h] = Acc(bf16_to_float(args.norm_weight[h])) * Acc(bf16_to_float(args.qk_weight[h]));
-  for (std::int64_t t = 0; t < s.tokens; ++t) {
-    bf16_bits* prefix = args.prefix + t * args.strides.prefix;
-    bf16_bits* blocks = args.blocks + t * args.strides.blocks_token;
-    for (std::int64_t h = 0; h < hidden; ++h) {
-      // bf16 + bf16 the way the framework does it: a float32 sum rounded once to bf16.
-      float sum = bf16_to_float(prefix[h]);
-      if (s.has_delta) sum += bf16_to_float(args.delta[t * args.strides.delta + h]);
-      prefix[h] = float_to_bf16(sum);
-    }
-    if (s.block_write_idx >= 0)
-      for (std::int64_t h = 0; h < hidden; ++h) blocks[s.block_write_idx * args.strides.blocks_row + h] = prefix[h];
+  for (std::int64_t t = t_begin; t < t_end; ++t) {
+    apply_residual(args, t);
+    const bf16_bits* prefix = args.prefix + t * args.strides.prefix;
+    const bf16_bits* blocks = args.blocks + t * args.strides.blocks_token;
     for (int b = 0; b < s.num_blocks; ++b) rows[b] = blocks + b * args.strides.blocks_row;
     rows[s.num_blocks] = prefix;
 
@@ -65,7 +75,8 @@ void attnres_forward(const AttnResArgs& args, Store&& store) {
   }
 }
 
-// The float64 reference: updates prefix/blocks in args' (host) buffers, returns out [T*H].
+// The float64 reference on every core: updates prefix/blocks in args' (host) buffers (steps
+// 1-2, so they then hold what a correct kernel leaves there), returns out [T*H].
 std::vector<double> cpu_reference(const AttnResArgs& args);
 
 }  // namespace attnres

@@ -65,6 +65,21 @@ TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
     for (std::int64_t h = 0; h < 520; ++h) ASSERT_EQ(back[std::size_t(r * 531 + h)], host.blocks.at(r, h)) << r << "," << h;
 }
 
+// The CUDA backend generates a case's inputs on the device: storage (canaries, padding, poison
+// and all) must equal the host generator's, bit for bit.
+TEST_F(Gpu, DeviceMadeInputsEqualTheHostsEverywhere) {
+  CaseSpec spec = default_case("inputs", 19, 1000, 5, 4);
+  spec.seed = testing::fresh_seed();
+  spec.prefix_row_stride = 1007;
+  spec.blocks_row_stride = 1003;
+  spec.output_row_stride = 1008;
+  SCOPED_TRACE("seed " + std::to_string(spec.seed));
+  const CaseTensors host = make_case_tensors(spec);
+  const CaseTensors device = backend_->make_inputs(spec);
+  const auto a = host.all(), b = device.all();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i]->storage == b[i]->storage) << a[i]->name;
+}
+
 TEST_F(Gpu, PortableKernelMatchesTheReferenceOnFreshInputs) {
   struct Shape {
     std::int64_t tokens;
