@@ -142,7 +142,7 @@ class CudaBackend : public Backend {
   // Generated on the device (the generator gives the host's bits there) and copied into the
   // canary-filled host tensors, logical elements only: much faster than generating on the host.
   CaseTensors make_inputs(const CaseSpec& spec) override {
-    CaseTensors tensors = allocate_case_tensors(spec);
+    CaseTensors tensors = allocate_case_tensors(spec.shape, spec.strides());
     guarded([&] {
       for (const GeneratedTensor& g : generated_tensors(tensors)) {
         HostTensor& t = *g.tensor;

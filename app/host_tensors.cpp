@@ -33,11 +33,7 @@ std::vector<const HostTensor*> CaseTensors::all() const {
 AttnResArgs CaseTensors::layout() const {
   AttnResArgs a;
   a.shape = shape;
-  a.strides.prefix = prefix.row_stride;
-  a.strides.delta = shape.has_delta ? delta.row_stride : 0;
-  a.strides.output = output.row_stride;
-  a.strides.blocks_row = blocks.row_stride;
-  a.strides.blocks_token = std::int64_t(shape.max_blocks) * blocks.row_stride;
+  a.strides = strides;
   return a;
 }
 
@@ -59,17 +55,17 @@ std::vector<GeneratedTensor> generated_tensors(CaseTensors& t) {
           {&t.qk_weight, InputTensor::qk_weight},     {&t.output_norm_weight, InputTensor::output_norm_weight}};
 }
 
-CaseTensors allocate_case_tensors(const CaseSpec& spec) {
-  const AttnResShape& s = spec.shape;
+CaseTensors allocate_case_tensors(const AttnResShape& s, const AttnResStrides& strides) {
   CaseTensors t;
   t.shape = s;
-  t.prefix = make_tensor("prefix", s.tokens, s.hidden, spec.prefix_row_stride);
-  t.delta = make_tensor("delta", s.has_delta ? s.tokens : 0, s.hidden, spec.delta_row_stride);
-  t.blocks = make_tensor("blocks", s.tokens * s.max_blocks, s.hidden, spec.blocks_row_stride);
+  t.strides = strides;
+  t.prefix = make_tensor("prefix", s.tokens, s.hidden, strides.prefix);
+  t.delta = make_tensor("delta", s.has_delta ? s.tokens : 0, s.hidden, s.has_delta ? strides.delta : s.hidden);
+  t.blocks = make_tensor("blocks", s.tokens * s.max_blocks, s.hidden, strides.blocks_row);
   t.norm_weight = make_tensor("norm_weight", 1, s.hidden, s.hidden);
   t.qk_weight = make_tensor("qk_weight", 1, s.hidden, s.hidden);
   t.output_norm_weight = make_tensor("output_norm_weight", s.has_output_norm ? 1 : 0, s.hidden, s.hidden);
-  t.output = make_tensor("output", s.tokens, s.hidden, spec.output_row_stride);
+  t.output = make_tensor("output", s.tokens, s.hidden, strides.output);
   parallel_for(t.output.rows, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row)
       for (std::int64_t col = 0; col < t.output.columns; ++col) t.output.at(row, col) = kPoisonBits;
@@ -78,7 +74,7 @@ CaseTensors allocate_case_tensors(const CaseSpec& spec) {
 }
 
 CaseTensors make_case_tensors(const CaseSpec& spec) {
-  CaseTensors t = allocate_case_tensors(spec);
+  CaseTensors t = allocate_case_tensors(spec.shape, spec.strides());
   for (const GeneratedTensor& g : generated_tensors(t)) {
     HostTensor& tensor = *g.tensor;
     const GeneratorKey key = make_generator_key(spec.seed, to_string(g.which));

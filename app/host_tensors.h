@@ -35,7 +35,10 @@ HostTensor make_tensor(std::string name, std::int64_t rows, std::int64_t columns
 
 struct CaseTensors {
   HostTensor prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output;
+  // The case's one layout (CaseSpec::strides(): the dispatcher reads the same), every tensor
+  // above allocated by it.
   AttnResShape shape;
+  AttnResStrides strides;
 
   std::vector<HostTensor*> all();
   std::vector<const HostTensor*> all() const;
@@ -45,9 +48,10 @@ struct CaseTensors {
   AttnResArgs args();
 };
 
-// Every allocation filled with canaries and the output's elements with poison: the inputs'
-// elements are left for a generator to fill.
-CaseTensors allocate_case_tensors(const CaseSpec& spec);
+// Tensors laid out by `shape` and `strides`, every allocation filled with canaries and the
+// output's elements with poison: the inputs' elements are left for a generator (or a replayed
+// file) to fill.
+CaseTensors allocate_case_tensors(const AttnResShape& shape, const AttnResStrides& strides);
 
 // The tensors whose elements the generator fills, and which stream of it each one takes.
 struct GeneratedTensor {

@@ -363,7 +363,7 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   spec.blocks_row_stride = blocks_.row_stride;
   spec.output_row_stride = std::max<std::int64_t>(spec.output_row_stride, hidden);
   shape_ = spec.shape;
-  output_row_stride_ = spec.output_row_stride;
+  strides_ = spec.strides();
 }
 
 std::int64_t ReplayInputs::held_bytes() const {
@@ -373,32 +373,25 @@ std::int64_t ReplayInputs::held_bytes() const {
 }
 
 CaseTensors ReplayInputs::tensors() const {
-  const std::int64_t hidden = shape_.hidden;
-  auto copy = [&](const char* name, const Source& s) {
-    if (s.row_stride == 0) return make_tensor(name, 0, hidden, hidden);
-    HostTensor target = make_tensor(name, s.rows, hidden, s.row_stride);
+  CaseTensors t = allocate_case_tensors(shape_, strides_);
+  auto fill = [&](HostTensor& target, const Source& s) {
+    if (s.row_stride == 0) return;
     const SafetensorEntry& entry = file_.tensors[s.entry];
     const std::int64_t stored = std::int64_t(entry.bytes.size() / sizeof(bf16_bits));
     // The logical elements are proven inside; padding is copied where the file holds it
     // (the last row's padding may lie past the data) and keeps the canary elsewhere.
     for (std::int64_t row = 0; row < s.rows; ++row) {
       const std::int64_t start = s.offset + row * s.row_stride;
-      const std::int64_t count = std::min(s.row_stride, stored - start);
+      const std::int64_t count = std::min({s.row_stride, target.row_stride, stored - start});
       std::memcpy(&target.at(row, 0), entry.bytes.data() + start * 2, std::size_t(count) * 2);
     }
-    return target;
   };
-  CaseTensors t;
-  t.shape = shape_;
-  t.prefix = copy("prefix", prefix_);
-  t.delta = copy("delta", delta_);
-  t.blocks = copy("blocks", blocks_);
-  t.norm_weight = copy("norm_weight", norm_weight_);
-  t.qk_weight = copy("qk_weight", qk_weight_);
-  t.output_norm_weight = copy("output_norm_weight", output_norm_weight_);
-  t.output = make_tensor("output", shape_.tokens, hidden, output_row_stride_);
-  for (std::int64_t row = 0; row < t.output.rows; ++row)
-    for (std::int64_t col = 0; col < hidden; ++col) t.output.at(row, col) = kPoisonBits;
+  fill(t.prefix, prefix_);
+  fill(t.delta, delta_);
+  fill(t.blocks, blocks_);
+  fill(t.norm_weight, norm_weight_);
+  fill(t.qk_weight, qk_weight_);
+  fill(t.output_norm_weight, output_norm_weight_);
   return t;
 }
 

@@ -77,7 +77,7 @@ class ReplayInputs {
  private:
   SafetensorsFile file_;
   AttnResShape shape_;
-  std::int64_t output_row_stride_ = 0;
+  AttnResStrides strides_;  // the updated case's own layout
   Source prefix_, delta_, blocks_, norm_weight_, qk_weight_, output_norm_weight_;
 };
 
