@@ -71,7 +71,9 @@ Invocation parse(const std::vector<std::string>& args) {
   run->add_option("cases", inv.run.paths, "case files or directories (read recursively)")->required();
   run->add_option("--json", inv.run.json_path, "write the versioned JSON report here");
   run->add_option("--junit", inv.run.junit_path, "write JUnit XML here");
-  run->add_option("--filter", inv.run.filters, "run only cases whose name matches this glob (repeatable)");
+  run->add_option("--filter", inv.run.filters,
+                  "run only cases whose name contains this text, or matches it as a glob where it has *, ? or [ "
+                  "(repeatable: any of them)");
   run->add_option("--shard", inv.run.shard, "run shard k of n (1-based), e.g. 2/4");
   run->add_flag("--no-layout-guard", inv.run.no_layout_guard,
                 "run the native kernel without its stride guard, to show the bug the guard prevents");
@@ -81,6 +83,10 @@ Invocation parse(const std::vector<std::string>& args) {
                 "with --inputs: replay even when the data disagrees with the checksums stored in the file");
   run->add_option("--interesting", inv.run.interesting,
                   "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
+  bool quiet = false, verbose = false;
+  run->add_flag("-q,--quiet", quiet, "show only the cases that did not meet their expectations, and the summary");
+  run->add_flag("-v,--verbose", verbose, "show why each case ran as it did and what happened, for every case");
+  run->add_flag("--list", inv.run.list, "print the selected cases and what would run each (and why), run nothing");
   run->add_flag("--timings", inv.run.timings,
                 "under each case, the seconds spent generating inputs, in the kernel, the reference, the comparison "
                 "and the checks (always in the JSON report)");
@@ -140,6 +146,8 @@ Invocation parse(const std::vector<std::string>& args) {
     throw UsageError(std::string(e.what()) + " (see --help)");
   }
   if (run->parsed()) inv.command = Command::run;
+  if (quiet && verbose) throw UsageError("-q and -v exclude each other");
+  inv.run.verbosity = quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal;
   if (info->parsed()) inv.command = Command::info;
   if (bench->parsed()) inv.command = Command::bench;
   if (repro->parsed()) inv.command = Command::repro;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/memory_budget.h"
+#include "app/report.h"
 
 namespace attnres {
 
@@ -42,6 +43,8 @@ struct RunArguments {
   std::string interesting;  // exit 0 iff every case ends with this disposition
   bool in_process = false;  // run an external kernel in this process instead of a worker
   bool timings = false;     // a line of phase times under each case
+  bool list = false;        // print the selected cases and what would run each, run nothing
+  Verbosity verbosity = Verbosity::normal;
 };
 
 struct BenchArguments {

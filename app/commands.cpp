@@ -57,10 +57,15 @@ std::vector<CaseSpec> cases_for_kernel(std::vector<CaseSpec> cases, const std::s
 
 std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
   if (!args.filters.empty()) {
+    // A glob where the pattern has glob characters, else a substring (pytest's -k habit).
+    const auto matches = [](const std::string& pattern, const std::string& name) {
+      if (pattern.find_first_of("*?[") != std::string::npos) return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+      return name.find(pattern) != std::string::npos;
+    };
     std::vector<CaseSpec> kept;
     for (auto& c : cases)
       for (const auto& pattern : args.filters)
-        if (fnmatch(pattern.c_str(), c.name.c_str(), 0) == 0) {
+        if (matches(pattern, c.name)) {
           kept.push_back(std::move(c));
           break;
         }
@@ -108,7 +113,30 @@ std::optional<ReplayInputs> read_replay(const RunArguments& args, const MemoryBu
   return std::nullopt;
 }
 
-CommandOutput run_command(const Invocation& inv, const Progress& progress) {
+// One line per case: what would run it (the kernel under test, or the dispatcher's choice) and why.
+std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend, const std::string& kernel) {
+  std::string text;
+  const DeviceDescription device = backend.device();
+  const KernelEntry* under_test = kernel.empty() ? nullptr : backend.kernels().find(kernel);
+  for (const CaseSpec& spec : cases) {
+    if (under_test) {
+      const auto why = under_test->cannot_implement(spec.shape, spec.strides(), device);
+      text += fmt::format("  {:<44} {:<9} {}\n", spec.name, why ? "not-run" : "runs", why ? *why : under_test->name());
+      continue;
+    }
+    DispatchRequest request;
+    request.shape = spec.shape;
+    request.strides = spec.strides();
+    request.choice = spec.kernel;
+    request.layout_guard = spec.layout_guard;
+    const DispatchDecision d = dispatch(device, backend.native_images(), request);
+    const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
+    text += fmt::format("  {:<44} {:<9} {}\n", spec.name, path, d.reason);
+  }
+  return text;
+}
+
+CommandOutput run_command(const Invocation& inv, const Progress& progress, const TextSink& stream) {
   CommandOutput out;
   std::optional<Disposition> interesting;
   if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
@@ -123,6 +151,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
     }
   }
   LoadedCases loaded = load_cases(inv.run.paths);
+  const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> cases =
       select_cases(cases_for_kernel(std::move(loaded.cases), inv.backend.kernel, out.notes), inv.run);
   RunOptions options;
@@ -130,36 +159,61 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
   options.budget = inv.budget;
   options.kernel = inv.backend.kernel;
 
+  if (cases.empty() && loaded.errors.empty()) {
+    out.notes += fmt::format("no case selected: {} case{} loaded{}\n", loaded_count, loaded_count == 1 ? "" : "s",
+                             inv.run.filters.empty() && inv.run.shard.empty() ? "" : ", none matched --filter/--shard");
+    out.exit_code = kExitNoCases;
+    return out;
+  }
+  if (inv.run.list) {
+    std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+    out.text = case_plan(cases, *backend, inv.backend.kernel);
+    return out;
+  }
+
+  // Each case's rows are printed as soon as it is judged; the header, once the first result
+  // says which backend and device ran it.
+  const TableStyle style{inv.color, inv.run.timings, inv.run.verbosity};
+  const auto emit = [&](const std::string& text) {
+    if (stream) stream(text);
+    else out.text += text;
+  };
   std::vector<CaseResult> results;
-  RunContext context;
+  RunContext context{inv.backend.backend, "none (no case ran)", compiled_native_images(), inv.command_line,
+                     inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel};
+  const auto judged = [&](const CaseResult& r) {
+    if (results.empty()) {
+      context.backend = r.backend;
+      context.device = r.device;
+      emit(table_header(context));
+    }
+    results.push_back(r);
+    emit(table_rows(r, style));
+  };
   if (is_external_kernel(inv.backend.kernel) && !inv.run.in_process && inv.run.inputs.empty()) {
     // A kernel from elsewhere may take its process down with it: it runs in a worker process.
-    const WorkerRun run = run_in_worker(
-        cases, [&](std::string& notes) { return make_backend(inv.backend, notes); }, options, progress);
-    results = run.results;
-    out.notes += run.notes;
-    context = RunContext{run.backend.empty() ? inv.backend.backend : run.backend,
-                         run.device.empty() ? "none (no case ran)" : run.device, compiled_native_images(),
-                         inv.command_line, inv.backend.kernel};
+    out.notes += run_in_worker(
+        cases, [&](std::string& notes) { return make_backend(inv.backend, notes); }, options, progress, judged);
   } else {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+    context = context_of(*backend, inv);
     if (!inv.run.inputs.empty()) {
       if (cases.size() != 1)
         throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
       if (std::optional<ReplayInputs> replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors)) {
         const InputSource source{[&] { return replay->tensors(); }, replay->held_bytes()};
         if (progress) progress(0, 1, cases[0].name);
-        results.push_back(run_case(cases[0], *backend, options, &source));
+        judged(run_case(cases[0], *backend, options, &source));
       }
     } else {
       for (std::size_t i = 0; i < cases.size(); ++i) {
         if (progress) progress(int(i), int(cases.size()), cases[i].name);
-        results.push_back(run_case(cases[i], *backend, options));
+        judged(run_case(cases[i], *backend, options));
       }
     }
-    context = context_of(*backend, inv);
   }
-  out.text = format_table(results, loaded.errors, context, inv.color, inv.run.timings);
+  if (results.empty()) emit(table_header(context));
+  out.text += table_footer(results, loaded.errors, style);
 
   const RunSummary summary = summarize(results, loaded.errors);
   for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";
@@ -173,10 +227,6 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress) {
     const int not_run = summary.by_disposition[int(Disposition::not_run)];
     const int unmet = summary.total - summary.met - (inv.run.allow_not_run ? not_run : 0);
     out.exit_code = unmet == 0 ? kExitOk : kExitUnmet;
-  }
-  if (cases.empty() && loaded.errors.empty()) {
-    out.notes += "no case selected\n";
-    out.exit_code = kExitUnmet;
   }
   // The table is already made: a report that fails to write costs only itself.
   auto write_report = [&](const std::string& path, auto&& content) {
@@ -211,22 +261,7 @@ CommandOutput info_command(const Invocation& inv) {
   out.text += fmt::format("kernels in the registry: {}\n", fmt::join(backend->kernels().names(), ", "));
   LoadedCases loaded = load_cases(inv.info_paths);
   out.text += fmt::format("{} cases:\n", loaded.cases.size());
-  const KernelEntry* under_test = inv.backend.kernel.empty() ? nullptr : backend->kernels().find(inv.backend.kernel);
-  for (const CaseSpec& spec : loaded.cases) {
-    if (under_test) {
-      const auto why = under_test->cannot_implement(spec.shape, spec.strides(), device);
-      out.text += fmt::format("  {:<44} {:<9} {}\n", spec.name, why ? "not-run" : "runs", why ? *why : under_test->name());
-      continue;
-    }
-    DispatchRequest request;
-    request.shape = spec.shape;
-    request.strides = spec.strides();
-    request.choice = spec.kernel;
-    request.layout_guard = spec.layout_guard;
-    const DispatchDecision d = dispatch(device, images, request);
-    const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
-    out.text += fmt::format("  {:<44} {:<9} {}\n", spec.name, path, d.reason);
-  }
+  out.text += case_plan(loaded.cases, *backend, inv.backend.kernel);
   for (const CaseLoadError& e : loaded.errors) out.text += fmt::format("  bad case: {}\n", e.to_string());
   out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
   return out;
@@ -283,9 +318,9 @@ CaseSpec load_single_case(const std::string& path, const std::string& name) {
   return std::move(matches.front());
 }
 
-CommandOutput execute(const Invocation& inv, const Progress& progress) {
+CommandOutput execute(const Invocation& inv, const Progress& progress, const TextSink& stream) {
   switch (inv.command) {
-    case Command::run: return run_command(inv, progress);
+    case Command::run: return run_command(inv, progress, stream);
     case Command::info: return info_command(inv);
     case Command::bench: return bench_command(inv.bench, inv.backend);
     case Command::repro: return repro_command(inv);

@@ -13,6 +13,7 @@ namespace attnres {
 constexpr int kExitOk = 0;
 constexpr int kExitUnmet = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitNoCases = 5;  // nothing selected (pytest's code for no tests collected)
 
 struct CommandOutput {
   std::string text;    // stdout
@@ -22,8 +23,11 @@ struct CommandOutput {
 
 // Called before each case with (index, total, name), for a progress line.
 using Progress = std::function<void(int, int, const std::string&)>;
+// Takes stdout text as soon as it is ready (each case's rows as it is judged); without one, all
+// of it is in CommandOutput::text.
+using TextSink = std::function<void(const std::string&)>;
 
-CommandOutput execute(const Invocation& invocation, const Progress& progress);
+CommandOutput execute(const Invocation& invocation, const Progress& progress, const TextSink& stream = nullptr);
 
 // The backend the options ask for; `note` explains a fallback. Throws UsageError.
 std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note);

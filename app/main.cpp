@@ -40,7 +40,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "\r\033[K[%d/%d] %s", index + 1, total, name.c_str());
         std::fflush(stderr);
       };
-    const CommandOutput output = execute(invocation, progress);
+    // Each case's rows as soon as it is judged, the progress line cleared first.
+    const TextSink stream = [live_progress](const std::string& text) {
+      if (live_progress) std::fputs("\r\033[K", stderr);
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    };
+    const CommandOutput output = execute(invocation, progress, stream);
     if (live_progress) std::fputs("\r\033[K", stderr);
     print_notes(output.notes);
     std::fputs(output.text.c_str(), stdout);

@@ -39,42 +39,78 @@ std::string summary_line(const RunSummary& summary) {
   for (int d = 0; d < kDispositionCount; ++d)
     if (summary.by_disposition[d]) parts += fmt::format(", {} {}", summary.by_disposition[d], to_string(Disposition(d)));
   if (summary.load_errors) parts += fmt::format(", {} bad case file entries", summary.load_errors);
-  return fmt::format("{} cases{}: {}", summary.total, parts,
-                     summary.all_met() ? "every case met its expectation"
-                                       : fmt::format("{} did not meet its expectation", summary.total - summary.met + summary.load_errors));
+  const int unmet = summary.total - summary.met + summary.load_errors;
+  return fmt::format("{} case{}{}: {}", summary.total, summary.total == 1 ? "" : "s", parts,
+                     summary.all_met() ? (summary.total == 1 ? "it met its expectation" : "every case met its expectation")
+                     : unmet == 1      ? "1 did not meet its expectation"
+                                       : fmt::format("{} did not meet their expectations", unmet));
+}
+
+// The first line of `text`, cut to `width` characters with a visible marker.
+std::string one_line(const std::string& text, std::size_t width) {
+  std::string line = text.substr(0, text.find('\n'));
+  if (line.size() > width) line = line.substr(0, width - 3) + "...";
+  return line;
 }
 
 }  // namespace
 
-std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
-                         const RunContext& context, bool color, bool timings) {
-  const char* dim = color ? "\033[2m" : "";
-  const char* reset = color ? "\033[0m" : "";
-  std::string out = fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend,
-                                context.device, fmt::join(context.native_images, ", "), context.kernel);
-  out += fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "kernel", "max-abs", "mismatched");
-  for (const CaseResult& r : results) {
-    std::string max_abs = "-", mismatched = "-";
-    if (r.comparison) {
-      max_abs = fmt::format("{:.4g}", r.comparison->max_abs_error);
-      mismatched = fmt::format("{}/{}", r.comparison->mismatched, r.comparison->total);
-    }
-    const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
-    out += fmt::format("{}{}{} {:<44} {:<9} {:>10} {:>14}\n", color ? color_of(r.disposition) : "", verdict, reset,
-                       r.name, r.kernel, max_abs, mismatched);
-    out += fmt::format("  {}why: {}{}\n", dim, r.dispatch_reason.empty() ? r.detail : r.dispatch_reason, reset);
-    if (!meets_expectation(r.disposition) || r.disposition == Disposition::rejected_as_expected)
-      out += fmt::format("  {}\n", r.detail);
-    if (timings) {
-      const PhaseTimes& p = r.timings;
-      out += fmt::format("  {}time: {:.3f} s (generate {:.3f}, kernel {:.3f}, reference {:.3f}, compare {:.3f}, checks {:.3f}){}\n",
-                         dim, r.seconds, p.generate, p.kernel, p.reference, p.compare, p.checks, reset);
-    }
+std::string table_header(const RunContext& context) {
+  return fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend, context.device,
+                     fmt::join(context.native_images, ", "), context.kernel) +
+         fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "kernel", "max-abs", "mismatched");
+}
+
+std::string table_rows(const CaseResult& r, const TableStyle& style) {
+  const bool met = meets_expectation(r.disposition);
+  if (style.verbosity == Verbosity::quiet && met) return "";
+  const char* dim = style.color ? "\033[2m" : "";
+  const char* reset = style.color ? "\033[0m" : "";
+  std::string max_abs = "-", mismatched = "-";
+  if (r.comparison) {
+    max_abs = fmt::format("{:.4g}", r.comparison->max_abs_error);
+    mismatched = fmt::format("{}/{}", r.comparison->mismatched, r.comparison->total);
   }
+  const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
+  std::string out = fmt::format("{}{}{} {:<44} {:<9} {:>10} {:>14}\n", style.color ? color_of(r.disposition) : "", verdict,
+                                reset, r.name, r.kernel, max_abs, mismatched);
+  // Why a case went the way it did is worth a line where it did not meet its expectation.
+  if (!met || style.verbosity == Verbosity::verbose) {
+    out += fmt::format("  {}why: {}{}\n", dim, r.dispatch_reason.empty() ? r.detail : r.dispatch_reason, reset);
+    out += fmt::format("  {}\n", r.detail);
+  }
+  if (style.timings) {
+    const PhaseTimes& p = r.timings;
+    out += fmt::format("  {}time: {:.3f} s (generate {:.3f}, kernel {:.3f}, reference {:.3f}, compare {:.3f}, checks {:.3f}){}\n",
+                       dim, r.seconds, p.generate, p.kernel, p.reference, p.compare, p.checks, reset);
+  }
+  return out;
+}
+
+std::string table_footer(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                         const TableStyle& style) {
+  const char* red = style.color ? "\033[31m" : "";
+  const char* reset = style.color ? "\033[0m" : "";
+  std::string out;
+  for (const CaseLoadError& e : load_errors) out += fmt::format("{}{:<21}{} {}\n", red, "bad-case", reset, e.to_string());
+  // pytest's short summary: every case that did not meet its expectation, one line each.
+  std::string unmet;
+  for (const CaseResult& r : results)
+    if (!meets_expectation(r.disposition))
+      unmet += fmt::format("  {}{:<21}{} {}: {}\n", style.color ? color_of(r.disposition) : "", to_string(r.disposition), reset,
+                           r.name, one_line(r.detail, 160));
   for (const CaseLoadError& e : load_errors)
-    out += fmt::format("{}{:<21}{} {}\n", color ? "\033[31m" : "", "bad-case", reset, e.to_string());
+    unmet += fmt::format("  {}{:<21}{} {}\n", red, "bad-case", reset, one_line(e.to_string(), 160));
+  if (!unmet.empty()) out += "not meeting their expectations:\n" + unmet;
   out += summary_line(summarize(results, load_errors)) + "\n";
   return out;
+}
+
+std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                         const RunContext& context, const TableStyle& style) {
+  std::string out = table_header(context);
+  for (const CaseResult& r : results) out += table_rows(r, style);
+  return out + table_footer(results, load_errors, style);
 }
 
 json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,

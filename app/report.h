@@ -31,9 +31,27 @@ struct RunSummary {
 
 RunSummary summarize(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
 
-// `timings`: a line of phase times under each case (run --timings).
+enum class Verbosity {
+  quiet,    // only the cases that did not meet their expectations, and the summary
+  normal,   // every case; why and what happened under those that did not meet their expectations
+  verbose,  // why and what happened under every case
+};
+
+struct TableStyle {
+  bool color = false;
+  bool timings = false;  // a line of phase times under each shown case (run --timings)
+  Verbosity verbosity = Verbosity::normal;
+};
+
+// The table in three parts, so a run can print each case's rows as soon as it is judged (the
+// column widths are fixed): the header, one case's rows, and the closing part (bad case-file
+// entries, a short summary naming every case that did not meet its expectation, the counts).
+std::string table_header(const RunContext& context);
+std::string table_rows(const CaseResult& result, const TableStyle& style);
+std::string table_footer(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                         const TableStyle& style);
 std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
-                         const RunContext& context, bool color, bool timings = false);
+                         const RunContext& context, const TableStyle& style);
 nlohmann::json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                            const RunContext& context);
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,

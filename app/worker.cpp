@@ -163,9 +163,10 @@ class Worker {
 
 }  // namespace
 
-WorkerRun run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend,
-                        const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress) {
-  WorkerRun run;
+std::string run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const RunOptions& options,
+                          const std::function<void(int, int, const std::string&)>& progress,
+                          const std::function<void(const CaseResult&)>& judged) {
+  std::string notes, backend_name = "none", device = "none (no worker started)";
   std::unique_ptr<Worker> worker;
   bool started_once = false;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -175,14 +176,14 @@ WorkerRun run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& 
       CaseResult r;
       r.name = cases[i].name;
       r.location = cases[i].location();
-      r.backend = run.backend;
-      r.device = run.device;
+      r.backend = backend_name;
+      r.device = device;
       r.kernel = options.kernel;
       r.dispatch_reason = "--kernel " + options.kernel;
       r.disposition = Disposition::error;
       r.detail = what;
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      run.results.push_back(std::move(r));
+      judged(r);
       worker.reset();
     };
     if (!worker) {
@@ -201,10 +202,10 @@ WorkerRun run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& 
         lost("a new worker process could not start: " + message);
         continue;
       }
-      if (!started_once) run.notes = hello->at("notes").get<std::string>();
+      if (!started_once) notes = hello->at("notes").get<std::string>();
       started_once = true;
-      run.backend = hello->at("backend").get<std::string>();
-      run.device = hello->at("device").get<std::string>();
+      backend_name = hello->at("backend").get<std::string>();
+      device = hello->at("device").get<std::string>();
     }
     std::optional<json> reply;
     if (worker->request(i)) reply = worker->receive();
@@ -212,10 +213,10 @@ WorkerRun run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& 
       lost(fmt::format("the worker process running this case {}; a new worker runs the remaining cases", worker->ending()));
       continue;
     }
-    run.results.push_back(result_from_json(reply->at("result")));
+    judged(result_from_json(reply->at("result")));
     if (reply->at("restart").get<bool>()) worker.reset();
   }
-  return run;
+  return notes;
 }
 
 }  // namespace attnres

@@ -13,12 +13,6 @@
 
 namespace attnres {
 
-struct WorkerRun {
-  std::vector<CaseResult> results;  // one per case, in case order
-  std::string backend, device;      // as the worker's backend names them ("" when no worker started)
-  std::string notes;                // what the first worker said while making its backend
-};
-
 // Makes the backend a worker runs its cases on; `notes` explains a fallback.
 using BackendMaker = std::function<std::unique_ptr<Backend>(std::string& notes)>;
 
@@ -27,8 +21,10 @@ using BackendMaker = std::function<std::unique_ptr<Backend>(std::string& notes)>
 // child that dies costs its in-flight case (`error`, naming the signal or exit status); a new
 // one takes the rest. When the first child cannot make its backend, its error is rethrown here
 // (UsageError for a bad --kernel, std::runtime_error otherwise). `progress` is called before
-// each case with (index, total, name).
-WorkerRun run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend,
-                        const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress);
+// each case with (index, total, name), `judged` with each result, in case order. Returns what
+// the first worker said while making its backend.
+std::string run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const RunOptions& options,
+                          const std::function<void(int, int, const std::string&)>& progress,
+                          const std::function<void(const CaseResult&)>& judged);
 
 }  // namespace attnres

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -95,6 +97,38 @@ TEST(Cli, FilterShardAndReports) {
   std::ifstream junit(junit_path);
   const std::string xml((std::istreambuf_iterator<char>(junit)), std::istreambuf_iterator<char>());
   EXPECT_NE(xml.find("tests=\"2\""), std::string::npos);
+}
+
+TEST(Cli, FilterIsASubstringUnlessItIsAGlobAndNothingSelectedIsItsOwnExit) {
+  const std::string cases = testing::source_path("cases/public.json");
+  const CommandOutput substring = run_cli({"run", cases, "--backend", "cpu", "--filter", "t1-b0", "--list"});
+  EXPECT_EQ(substring.exit_code, kExitOk);
+  EXPECT_NE(substring.text.find("public-t1-b0 "), std::string::npos) << substring.text;
+  EXPECT_EQ(std::count(substring.text.begin(), substring.text.end(), '\n'), 1) << substring.text;
+  const CommandOutput glob = run_cli({"run", cases, "--backend", "cpu", "--filter", "*-t3-b[01]*", "--list"});
+  EXPECT_EQ(std::count(glob.text.begin(), glob.text.end(), '\n'), 2) << glob.text;
+  const CommandOutput none = run_cli({"run", cases, "--backend", "cpu", "--filter", "t1-b9"});
+  EXPECT_EQ(none.exit_code, kExitNoCases);
+  EXPECT_EQ(none.notes, "no case selected: 36 cases loaded, none matched --filter/--shard\n");
+}
+
+TEST(Cli, EachCaseIsStreamedAsSoonAsItIsJudged) {
+  std::vector<std::string> chunks;
+  const CommandOutput out = execute(parse({"run", testing::source_path("cases/guard.json"), "--backend", "cpu"}), nullptr,
+                                    [&](const std::string& text) { chunks.push_back(text); });
+  ASSERT_EQ(chunks.size(), 1u + 5u);  // the header, then one chunk per case, in case order
+  EXPECT_EQ(chunks[0].rfind("backend cpu, device modelled sm_90 (sm_90)", 0), 0u) << chunks[0];
+  EXPECT_EQ(chunks[1].rfind("rejected-as-expected  seed-repro-prefix-stride-7175", 0), 0u) << chunks[1];
+  EXPECT_EQ(out.text, "5 cases, 1 passed, 4 rejected-as-expected: every case met its expectation\n");
+}
+
+TEST(Cli, ListSaysWhatWouldRunEachCaseAndRunsNothing) {
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--list"});
+  EXPECT_EQ(out.exit_code, kExitOk);
+  EXPECT_NE(out.text.find("seed-repro-prefix-stride-7175                rejected  "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("guard-padded-blocks-ok                       native    "), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("passed"), std::string::npos);
+  EXPECT_THROW(parse({"run", "x", "-q", "-v"}), UsageError);
 }
 
 TEST(Cli, InfoReportsEveryDecisionForAModelledDevice) {

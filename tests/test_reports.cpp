@@ -48,12 +48,35 @@ TEST(Reports, SummaryCountsEveryDisposition) {
 }
 
 TEST(Reports, TableHasNoColourUnlessAsked) {
-  const std::string plain = format_table(sample(), {}, kContext, false);
+  const std::string plain = format_table(sample(), {}, kContext, TableStyle{});
   EXPECT_EQ(plain.find('\033'), std::string::npos);
   EXPECT_NE(plain.find("failed"), std::string::npos);
   EXPECT_NE(plain.find("7/100"), std::string::npos);
-  EXPECT_NE(plain.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error: 3 did not meet its expectation"), std::string::npos);
-  EXPECT_NE(format_table(sample(), {}, kContext, true).find("\033[31m"), std::string::npos);
+  EXPECT_NE(plain.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error: 3 did not meet their expectations"), std::string::npos);
+  EXPECT_NE(format_table(sample(), {}, kContext, TableStyle{true}).find("\033[31m"), std::string::npos);
+}
+
+TEST(Reports, TheClosingSummaryNamesEveryCaseThatDidNotMeetItsExpectation) {
+  const std::string table = format_table(sample(), {{"cases/c.json", "/T", "must be an integer"}}, kContext, TableStyle{});
+  const std::string summary = table.substr(table.find("not meeting their expectations:\n"));
+  EXPECT_NE(summary.find("  failed                bad<&>: max-abs error 6.66 \"quoted\"\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  not-run               gpu-only: no CUDA device\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  error                 crash: cudaMalloc failed\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  bad-case              cases/c.json: /T: must be an integer\n"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("ok"), std::string::npos);
+  EXPECT_NE(table.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error, 1 bad case file entries: 4 did not meet their expectations"),
+            std::string::npos);
+  EXPECT_NE(format_table({sample()[0]}, {}, kContext, TableStyle{}).find("1 case, 1 passed: it met its expectation"),
+            std::string::npos);
+}
+
+TEST(Reports, WhyLinesOnlyWhereACaseDidNotMeetItsExpectationUnlessVerbose) {
+  const CaseResult passed = sample()[0], failed = sample()[1];
+  EXPECT_EQ(table_rows(passed, TableStyle{}).find("why:"), std::string::npos);
+  EXPECT_NE(table_rows(failed, TableStyle{}).find("why: sm_90 device"), std::string::npos);
+  EXPECT_NE(table_rows(passed, TableStyle{false, false, Verbosity::verbose}).find("why: sm_90 device"), std::string::npos);
+  EXPECT_EQ(table_rows(passed, TableStyle{false, false, Verbosity::quiet}), "");
+  EXPECT_NE(table_rows(failed, TableStyle{false, false, Verbosity::quiet}).find("bad<&>"), std::string::npos);
 }
 
 TEST(Reports, JsonIsVersionedAndComplete) {
