@@ -145,6 +145,21 @@ DistributionSpec parse_distribution(const json& value, const std::string& file,
     spec.kind = DistributionKind::constant;
     spec.value = dist.number("value", 0.0);
   }
+  // Every generated value must be a finite bf16: a distribution that rounds to Inf makes a case
+  // whose reference is not finite (the largest finite bf16 is 3.3895e38).
+  constexpr double kLargestBf16 = 3.3895313892515355e38;
+  const auto require_bf16 = [&](const char* key, double bound) {
+    if (!(bound <= kLargestBf16))
+      dist.fail(key, fmt::format("values up to {:g} do not fit bf16 (largest finite value {:g})", bound, kLargestBf16));
+  };
+  if (spec.kind == DistributionKind::normal) {
+    const double spread = spec.std * 3.4641016151377544;  // the generator's normals are bounded at 2*sqrt(3) std
+    require_bf16(spread > std::fabs(spec.mean) ? "std" : "mean", std::fabs(spec.mean) + spread);
+  } else if (spec.kind == DistributionKind::uniform) {
+    require_bf16(std::fabs(spec.low) > std::fabs(spec.high) ? "low" : "high", std::max(std::fabs(spec.low), std::fabs(spec.high)));
+  } else {
+    require_bf16("value", std::fabs(spec.value));
+  }
   dist.reject_unknown_keys();
   return spec;
 }

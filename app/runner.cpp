@@ -248,6 +248,18 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
     reference = cpu_reference(expected.args());
   }
   result.timings.reference = lap.next();
+  // A reference that is not finite is the case's fault (inputs that overflow float64's
+  // arithmetic, eps 0 on zero rows): nothing can be judged against it.
+  for (std::size_t i = 0; i < reference.size(); ++i)
+    if (!std::isfinite(reference[i])) {
+      const std::int64_t hidden = inputs.shape.hidden;
+      result.disposition = Disposition::error;
+      result.detail = fmt::format("reference is not finite at [{}, {}] ({}): the case's inputs leave the contract undefined "
+                                  "there; nothing is judged",
+                                  std::int64_t(i) / hidden, std::int64_t(i) % hidden,
+                                  std::isnan(reference[i]) ? "NaN" : reference[i] > 0 ? "Infinity" : "-Infinity");
+      return;
+    }
   Comparison comparison = compare_output(after.output, reference, spec.atol, spec.rtol);
   comparison.reference = reference_name;
   result.timings.compare = lap.next();

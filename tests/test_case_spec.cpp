@@ -106,6 +106,16 @@ TEST(CaseSpec, ImpossibleShapes) {
   c["eps"] = -1e-6;
   EXPECT_EQ(error_of(c, "f"), "f: /eps: must be finite and >= 0, got -1e-06");
   c = minimal();
+  c["tensors"]["output_norm_weight"]["dist"] = {{"kind", "constant"}, {"value", 1e39}};
+  EXPECT_EQ(error_of(c, "f"),
+            "f: /tensors/output_norm_weight/dist/value: values up to 1e+39 do not fit bf16 (largest finite value 3.38953e+38)");
+  c = minimal();
+  c["tensors"]["prefix"]["dist"] = {{"kind", "normal"}, {"std", 1e38}};
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/prefix/dist/std: values up to 3.4641e+38 do not fit bf16 (largest finite value 3.38953e+38)");
+  c = minimal();
+  c["tensors"]["blocks"]["dist"] = {{"kind", "uniform"}, {"low", -4e38}, {"high", 1}};
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/low: values up to 4e+38 do not fit bf16 (largest finite value 3.38953e+38)");
+  c = minimal();
   c["dtype"] = "fp16";
   EXPECT_EQ(error_of(c, "f"), "f: /dtype: must be one of \"bf16\", got \"fp16\"");
 }

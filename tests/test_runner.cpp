@@ -181,6 +181,20 @@ TEST(Runner, DeviceErrorsAreTheirCaseOnlyUntilTheContextIsLost) {
   EXPECT_EQ(next.detail, "not attempted: an earlier fault left the CUDA context unusable");
 }
 
+TEST(Runner, AReferenceThatIsNotFiniteIsTheCasesFaultNotAPass) {
+  // eps 0 on an all-zero row: rsqrt(0) times a zero dot product is NaN in float64 too.
+  CaseSpec spec = default_case("zero-rows", 2, 64, 0, 0);
+  spec.shape.has_delta = false;
+  spec.eps = 0;
+  spec.shape.eps = 0;
+  spec.distributions[int(InputTensor::prefix)].kind = DistributionKind::constant;
+  spec.distributions[int(InputTensor::prefix)].value = 0;
+  FakeBackend backend(correct);
+  const CaseResult r = run_case(spec, backend, RunOptions{});
+  EXPECT_EQ(r.disposition, Disposition::error);
+  EXPECT_EQ(r.detail.rfind("reference is not finite at [0, 0] (NaN)", 0), 0u) << r.detail;
+}
+
 TEST(Compare, NonFiniteValuesMismatchUnlessEqual) {
   HostTensor out = make_tensor("output", 1, 4, 4);
   out.at(0, 0) = float_to_bf16(1.0f);
