@@ -140,7 +140,8 @@ Invocation parse(const std::vector<std::string>& args) {
       if (sub->parsed()) inv.help = sub->help();
     return inv;
   } catch (const CLI::CallForVersion&) {
-    inv.help = std::string("attnres-check ") + ATTNRES_VERSION + "\n";
+    inv.help = fmt::format("attnres-check {} (git {}; native images: {})\n", ATTNRES_VERSION, ATTNRES_GIT_REVISION,
+                           ATTNRES_NATIVE_IMAGES);
     return inv;
   } catch (const CLI::ParseError& e) {
     throw UsageError(std::string(e.what()) + " (see --help)");

@@ -86,9 +86,14 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
 
 RunContext context_of(const Backend& backend, const Invocation& inv) {
   const DeviceDescription device = backend.device();
-  return RunContext{backend.name(), device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none",
-                    compiled_native_images(), inv.command_line,
-                    inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel};
+  return RunContext{backend.name(),
+                    device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none",
+                    compiled_native_images(),
+                    inv.command_line,
+                    inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
+                    inv.run.paths,
+                    utc_timestamp(),
+                    host_name()};
 }
 
 // Inputs from a safetensors file for the one selected case; a bad file is an error entry
@@ -179,8 +184,14 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     else out.text += text;
   };
   std::vector<CaseResult> results;
-  RunContext context{inv.backend.backend, "none (no case ran)", compiled_native_images(), inv.command_line,
-                     inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel};
+  RunContext context{inv.backend.backend,
+                     "none (no case ran)",
+                     compiled_native_images(),
+                     inv.command_line,
+                     inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
+                     inv.run.paths,
+                     utc_timestamp(),
+                     host_name()};
   const auto judged = [&](const CaseResult& r) {
     if (results.empty()) {
       context.backend = r.backend;

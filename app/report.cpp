@@ -1,5 +1,10 @@
 #include "app/report.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -11,6 +16,21 @@
 namespace attnres {
 
 using nlohmann::json;
+
+std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
 
 RunSummary summarize(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
   RunSummary summary;
@@ -166,6 +186,29 @@ std::string xml_escape(const std::string& raw) {
 
 std::string file_of(const std::string& location) { return location.substr(0, location.find('#')); }
 
+// A case file's path relative to the case root it was found under (a directory given on the
+// command line; a file given there is named by itself), so class names do not depend on where
+// the checkout is.
+std::string relative_to_roots(const std::string& file, const std::vector<std::string>& roots) {
+  namespace fs = std::filesystem;
+  for (const std::string& root : roots) {
+    if (fs::path(file).lexically_normal() == fs::path(root).lexically_normal()) return fs::path(file).filename().string();
+    const fs::path relative = fs::path(file).lexically_relative(root);
+    if (!relative.empty() && *relative.begin() != ".." && *relative.begin() != ".") return relative.generic_string();
+  }
+  return file;
+}
+
+// A JUnit message attribute: one line of at most 400 characters, cut visibly (the whole text
+// is in the element's body and system-out).
+std::string junit_message(const std::string& detail) {
+  constexpr std::size_t kWidth = 400;
+  std::string line = detail.substr(0, detail.find('\n'));
+  if (line.size() <= kWidth && line.size() == detail.size()) return line;
+  line = line.substr(0, kWidth);
+  return line + fmt::format(" [cut: {} characters in all, the full text is in system-out]", detail.size());
+}
+
 }  // namespace
 
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
@@ -181,7 +224,7 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
     ++suite.tests;
     suite.time += r.seconds;
     std::string body;
-    const std::string message = xml_escape(r.detail.substr(0, 400));
+    const std::string message = xml_escape(junit_message(r.detail));
     if (r.disposition == Disposition::error) {
       ++suite.errors;
       body = fmt::format("      <error type=\"error\" message=\"{}\">{}</error>\n", message, xml_escape(r.detail));
@@ -198,7 +241,8 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
                         r.layout_guard ? "on" : "off", xml_escape(r.detail),
                         r.kernel_context.empty() ? "" : "\n" + xml_escape(r.kernel_context));
     suite.body += fmt::format("    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
-                              xml_escape(file_of(r.location)), xml_escape(r.name), r.seconds, body);
+                              xml_escape(relative_to_roots(file_of(r.location), context.case_roots)), xml_escape(r.name),
+                              r.seconds, body);
   }
   for (const CaseLoadError& e : load_errors) {
     Suite& suite = suites[e.file];
@@ -207,7 +251,8 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
     suite.body += fmt::format(
         "    <testcase classname=\"attnres-check.{}\" name=\"load {}\" time=\"0\">\n"
         "      <error type=\"bad-case\" message=\"{}\">{}</error>\n    </testcase>\n",
-        xml_escape(e.file), xml_escape(e.pointer.empty() ? "file" : e.pointer), xml_escape(e.message),
+        xml_escape(relative_to_roots(e.file, context.case_roots)), xml_escape(e.pointer.empty() ? "file" : e.pointer),
+        xml_escape(junit_message(e.message)),
         xml_escape(e.to_string()));
   }
   int tests = 0, failures = 0, errors = 0, skipped = 0;
@@ -229,8 +274,10 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
     skipped += s.skipped;
     time += s.time;
     body += fmt::format(
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}{}  </testsuite>\n",
-        xml_escape(name), s.tests, s.failures, s.errors, s.skipped, s.time, properties, s.body);
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\" "
+        "timestamp=\"{}\" hostname=\"{}\">\n{}{}  </testsuite>\n",
+        xml_escape(relative_to_roots(name, context.case_roots)), s.tests, s.failures, s.errors, s.skipped, s.time,
+        xml_escape(context.timestamp), xml_escape(context.hostname), properties, s.body);
   }
   return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

@@ -19,7 +19,14 @@ struct RunContext {
   std::vector<std::string> native_images;
   std::string command_line;
   std::string kernel;  // the kernel under test (--kernel), or how each case's kernel was chosen
+  std::vector<std::string> case_roots;  // the paths given on the command line (JUnit class names are relative to them)
+  std::string timestamp;  // when the run started, ISO 8601 UTC
+  std::string hostname;
 };
+
+// When and where a run happens: the current UTC time (ISO 8601) and this host's name.
+std::string utc_timestamp();
+std::string host_name();
 
 struct RunSummary {
   int total = 0;

@@ -110,5 +110,21 @@ TEST(Reports, JunitGroupsByFileAndEscapes) {
   EXPECT_EQ(xml.find("<&>"), std::string::npos);
 }
 
+TEST(Reports, JunitNamesAreRelativeToTheCaseRootsAndLongMessagesAreCutVisibly) {
+  std::vector<CaseResult> results = sample();
+  results[1].location = "/checkout/cases/sub/a.json#/1";
+  results[1].detail = std::string(500, 'x') + "\nsecond line";
+  RunContext context{"cuda", "NVIDIA H200 (sm_90)", {"sm_90a"}, "run /checkout/cases", "native"};
+  context.case_roots = {"/checkout/cases"};
+  context.timestamp = "2026-12-03T08:00:00Z";
+  context.hostname = "gpu-runner-7";
+  const std::string xml = junit_xml(results, {}, context);
+  EXPECT_NE(xml.find("<testcase classname=\"attnres-check.sub/a.json\" name=\"bad&lt;&amp;&gt;\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("timestamp=\"2026-12-03T08:00:00Z\" hostname=\"gpu-runner-7\""), std::string::npos);
+  EXPECT_NE(xml.find("message=\"" + std::string(400, 'x') + " [cut: 512 characters in all, the full text is in system-out]\""),
+            std::string::npos);
+  EXPECT_NE(xml.find("second line</system-out>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace attnres
