@@ -56,8 +56,9 @@ std::optional<DeviceDescription> parse_device_model(const std::string& model);
 // build's native images), so dispatch, guard and fallback behave as on that device.
 std::unique_ptr<Backend> make_cpu_backend(DeviceDescription model, NativeImages images);
 
-// The first CUDA device, or nullptr (with `why`) when there is none.
-std::unique_ptr<Backend> make_cuda_backend(std::string& why);
+// The CUDA device of this ordinal (as CUDA_VISIBLE_DEVICES numbers them), or nullptr (with
+// `why`) when there is none. Throws std::invalid_argument for an ordinal past the last device.
+std::unique_ptr<Backend> make_cuda_backend(std::string& why, int ordinal = 0);
 
 // Native images as the dispatcher sees them for a modelled device: the compiled list.
 NativeImages native_images_from_build();

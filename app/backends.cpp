@@ -1,4 +1,6 @@
+#include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -189,7 +191,7 @@ std::unique_ptr<Backend> make_cpu_backend(DeviceDescription model, NativeImages 
   return std::make_unique<CpuBackend>(std::move(model), images);
 }
 
-std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
+std::unique_ptr<Backend> make_cuda_backend(std::string& why, int ordinal) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -197,10 +199,17 @@ std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
     why = status != cudaSuccess ? fmt::format("no CUDA device ({})", cudaGetErrorString(status)) : "no CUDA device";
     return nullptr;
   }
-  ATTNRES_CUDA_CHECK(cudaSetDevice(0));
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string visible_note = visible ? fmt::format(" with CUDA_VISIBLE_DEVICES={}", visible) : "";
+  if (ordinal < 0 || ordinal >= count)
+    throw std::invalid_argument(fmt::format("--device {}: this process sees {} CUDA device{} (0..{}){}", ordinal, count,
+                                            count == 1 ? "" : "s", count - 1, visible_note));
+  ATTNRES_CUDA_CHECK(cudaSetDevice(ordinal));
   cudaDeviceProp props{};
-  ATTNRES_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
-  DeviceDescription device{true, props.name, props.major, props.minor};
+  ATTNRES_CUDA_CHECK(cudaGetDeviceProperties(&props, ordinal));
+  // The name says which device ran the case wherever more than one could have.
+  const std::string name = count > 1 || visible ? fmt::format("{} [device {}{}]", props.name, ordinal, visible_note) : props.name;
+  DeviceDescription device{true, name, props.major, props.minor};
   // The native image for this device's family counts only if it really loads here.
   NativeImages images;
   const NativeImageQuery query = query_native_image();

@@ -12,6 +12,9 @@ namespace {
 void add_kernel_options(CLI::App* command, BackendOptions& options);
 
 void add_backend_options(CLI::App* command, BackendOptions& options) {
+  command->add_option("--device", options.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->add_option("--backend", options.backend,
                       "auto: the CUDA device if there is one; cuda; cpu: the CPU stand-ins of both kernels")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
@@ -86,6 +89,11 @@ Invocation parse(const std::vector<std::string>& args) {
   bool quiet = false, verbose = false;
   run->add_flag("-q,--quiet", quiet, "show only the cases that did not meet their expectations, and the summary");
   run->add_flag("-v,--verbose", verbose, "show why each case ran as it did and what happened, for every case");
+  run->add_option("--seed", inv.run.seed, "generate every case's inputs from this seed instead of its own");
+  run->add_option("--repeat", inv.run.repeat,
+                  "run each case N times: with its own seed (or --seed), then with fresh seeds, each recorded in the "
+                  "results")
+      ->check(CLI::Range(1, 1000000));
   run->add_flag("--list", inv.run.list, "print the selected cases and what would run each (and why), run nothing");
   run->add_flag("--timings", inv.run.timings,
                 "under each case, the seconds spent generating inputs, in the kernel, the reference, the comparison "

@@ -28,6 +28,7 @@ struct BackendOptions {
   std::string kernel;
   std::string torch_library;         // torch-op: the library that registers the op (dlopen'ed first)
   std::string signature = "vllm";    // python: how the function is called (vllm | flashinfer)
+  int device = 0;                    // CUDA ordinal
 };
 
 struct RunArguments {
@@ -44,6 +45,8 @@ struct RunArguments {
   bool in_process = false;  // run an external kernel in this process instead of a worker
   bool timings = false;     // a line of phase times under each case
   bool list = false;        // print the selected cases and what would run each, run nothing
+  std::optional<std::uint64_t> seed;  // every case's seed, instead of its own
+  int repeat = 1;           // runs of each case: its own (or --seed) seed, then fresh recorded seeds
   Verbosity verbosity = Verbosity::normal;
 };
 

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <filesystem>
+#include <random>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -118,6 +119,26 @@ std::optional<ReplayInputs> read_replay(const RunArguments& args, const MemoryBu
   return std::nullopt;
 }
 
+// --seed replaces every case's seed; --repeat N runs each case N times, the repeats ("name#2",
+// ...) on fresh seeds that the results record.
+std::vector<CaseSpec> with_seeds(std::vector<CaseSpec> cases, const RunArguments& args) {
+  if (args.seed)
+    for (CaseSpec& c : cases) c.seed = *args.seed;
+  if (args.repeat <= 1) return cases;
+  std::mt19937_64 fresh{std::random_device{}()};
+  std::vector<CaseSpec> repeated;
+  for (const CaseSpec& c : cases) {
+    repeated.push_back(c);
+    for (int k = 2; k <= args.repeat; ++k) {
+      CaseSpec again = c;
+      again.seed = fresh();
+      again.name = fmt::format("{}#{}", c.name, k);
+      repeated.push_back(std::move(again));
+    }
+  }
+  return repeated;
+}
+
 // One line per case: what would run it (the kernel under test, or the dispatcher's choice) and why.
 std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend, const std::string& kernel) {
   std::string text;
@@ -163,6 +184,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   options.disable_layout_guard = inv.run.no_layout_guard;
   options.budget = inv.budget;
   options.kernel = inv.backend.kernel;
+  cases = with_seeds(std::move(cases), inv.run);
 
   if (cases.empty() && loaded.errors.empty()) {
     out.notes += fmt::format("no case selected: {} case{} loaded{}\n", loaded_count, loaded_count == 1 ? "" : "s",
@@ -309,7 +331,12 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string
   }
   if (options.native_images) throw UsageError("--native-images applies to --backend cpu only");
   std::string why;
-  std::unique_ptr<Backend> backend = make_cuda_backend(why);
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_cuda_backend(why, options.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   if (!backend) {
     if (options.backend == "cuda") throw std::runtime_error("--backend cuda: " + why);
     note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);

@@ -117,8 +117,8 @@ std::string table_footer(const std::vector<CaseResult>& results, const std::vect
   std::string unmet;
   for (const CaseResult& r : results)
     if (!meets_expectation(r.disposition))
-      unmet += fmt::format("  {}{:<21}{} {}: {}\n", style.color ? color_of(r.disposition) : "", to_string(r.disposition), reset,
-                           r.name, one_line(r.detail, 160));
+      unmet += fmt::format("  {}{:<21}{} {} (seed {}): {}\n", style.color ? color_of(r.disposition) : "",
+                           to_string(r.disposition), reset, r.name, r.seed, one_line(r.detail, 160));
   for (const CaseLoadError& e : load_errors)
     unmet += fmt::format("  {}{:<21}{} {}\n", red, "bad-case", reset, one_line(e.to_string(), 160));
   if (!unmet.empty()) out += "not meeting their expectations:\n" + unmet;

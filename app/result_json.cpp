@@ -25,6 +25,7 @@ double number_from_json(const json& value) {
 json result_json(const CaseResult& r) {
   json j = {{"name", r.name},
             {"location", r.location},
+            {"seed", r.seed},
             {"disposition", to_string(r.disposition)},
             {"meets_expectation", meets_expectation(r.disposition)},
             {"detail", r.detail},
@@ -78,6 +79,7 @@ CaseResult result_from_json(const json& j) {
   CaseResult r;
   r.name = j.at("name").get<std::string>();
   r.location = j.at("location").get<std::string>();
+  r.seed = j.at("seed").get<std::uint64_t>();
   const std::string disposition = j.at("disposition").get<std::string>();
   const std::optional<Disposition> parsed = parse_disposition(disposition);
   if (!parsed) throw std::invalid_argument("unknown disposition \"" + disposition + "\"");

@@ -321,6 +321,7 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
   const auto start = std::chrono::steady_clock::now();
   CaseResult result;
   result.name = spec.name;
+  result.seed = spec.seed;
   result.location = spec.location();
   result.backend = backend.name();
   const DeviceDescription device = backend.device();

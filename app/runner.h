@@ -65,6 +65,7 @@ struct PhaseTimes {
 struct CaseResult {
   std::string name;
   std::string location;
+  std::uint64_t seed = 0;  // the inputs' seed (a replayed file's inputs do not depend on it)
   Disposition disposition = Disposition::error;
   std::string detail;
   std::string backend;

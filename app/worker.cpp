@@ -176,6 +176,7 @@ std::string run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker
       CaseResult r;
       r.name = cases[i].name;
       r.location = cases[i].location();
+      r.seed = cases[i].seed;
       r.backend = backend_name;
       r.device = device;
       r.kernel = options.kernel;

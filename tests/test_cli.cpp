@@ -122,6 +122,24 @@ TEST(Cli, EachCaseIsStreamedAsSoonAsItIsJudged) {
   EXPECT_EQ(out.text, "5 cases, 1 passed, 4 rejected-as-expected: every case met its expectation\n");
 }
 
+TEST(Cli, SeedOverridesAndRepeatsRecordTheirSeeds) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--filter",
+                                     "padded-blocks", "--seed", "7", "--repeat", "3", "--json", report});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  json r;
+  std::ifstream(report) >> r;
+  ASSERT_EQ(r["cases"].size(), 3u);
+  EXPECT_EQ(r["cases"][0]["name"], "guard-padded-blocks-ok");
+  EXPECT_EQ(r["cases"][0]["seed"], 7u);
+  EXPECT_EQ(r["cases"][2]["name"], "guard-padded-blocks-ok#3");
+  EXPECT_NE(r["cases"][1]["seed"], r["cases"][2]["seed"]);
+  // Another seed is other inputs.
+  EXPECT_NE(r["cases"][0]["input_checksums"]["prefix"], r["cases"][1]["input_checksums"]["prefix"]);
+  EXPECT_THROW(parse({"run", "x", "--repeat", "0"}), UsageError);
+}
+
 TEST(Cli, ListSaysWhatWouldRunEachCaseAndRunsNothing) {
   const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--list"});
   EXPECT_EQ(out.exit_code, kExitOk);

@@ -59,9 +59,9 @@ TEST(Reports, TableHasNoColourUnlessAsked) {
 TEST(Reports, TheClosingSummaryNamesEveryCaseThatDidNotMeetItsExpectation) {
   const std::string table = format_table(sample(), {{"cases/c.json", "/T", "must be an integer"}}, kContext, TableStyle{});
   const std::string summary = table.substr(table.find("not meeting their expectations:\n"));
-  EXPECT_NE(summary.find("  failed                bad<&>: max-abs error 6.66 \"quoted\"\n"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("  not-run               gpu-only: no CUDA device\n"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("  error                 crash: cudaMalloc failed\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  failed                bad<&> (seed 0): max-abs error 6.66 \"quoted\"\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  not-run               gpu-only (seed 0): no CUDA device\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  error                 crash (seed 0): cudaMalloc failed\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("  bad-case              cases/c.json: /T: must be an integer\n"), std::string::npos) << summary;
   EXPECT_EQ(summary.find("ok"), std::string::npos);
   EXPECT_NE(table.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error, 1 bad case file entries: 4 did not meet their expectations"),

@@ -2,6 +2,8 @@
 #pragma once
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -34,10 +36,16 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A fresh seed per call: kernels must agree with the reference on any input, not one.
+// A fresh seed per call (kernels must agree with the reference on any input, not one), printed
+// so that a failure can be replayed: ATTNRES_TEST_SEED=<seed> makes every call return it.
 inline std::uint64_t fresh_seed() {
   static std::mt19937_64 engine{std::random_device{}()};
-  return engine();
+  const char* fixed = std::getenv("ATTNRES_TEST_SEED");
+  const std::uint64_t seed = fixed && *fixed ? std::stoull(fixed) : engine();
+  std::fprintf(stderr, "seed %llu (ATTNRES_TEST_SEED=%llu replays it)\n", static_cast<unsigned long long>(seed),
+               static_cast<unsigned long long>(seed));
+  ::testing::Test::RecordProperty("seed", std::to_string(seed));
+  return seed;
 }
 
 inline std::string source_path(const std::string& relative) { return std::string(ATTNRES_SOURCE_DIR) + "/" + relative; }

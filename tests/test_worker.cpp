@@ -36,6 +36,7 @@ TEST(ResultJson, AResultSurvivesTheRoundTrip) {
   CaseResult r;
   r.name = "c";
   r.location = "cases/x.json#/2";
+  r.seed = 18446744073709551557ull;
   r.disposition = Disposition::memory_violation;
   r.detail = "prefix: padding canary overwritten";
   r.backend = "cpu";
