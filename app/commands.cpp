@@ -85,10 +85,10 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
   return cases;
 }
 
-RunContext context_of(const Backend& backend, const Invocation& inv) {
-  const DeviceDescription device = backend.device();
-  return RunContext{backend.name(),
-                    device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none",
+// What the reports say about the run: the backend and device that ran it, and how.
+RunContext run_context(const Invocation& inv, std::string backend, std::string device) {
+  return RunContext{std::move(backend),
+                    std::move(device),
                     compiled_native_images(),
                     inv.command_line,
                     inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
@@ -206,14 +206,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     else out.text += text;
   };
   std::vector<CaseResult> results;
-  RunContext context{inv.backend.backend,
-                     "none (no case ran)",
-                     compiled_native_images(),
-                     inv.command_line,
-                     inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
-                     inv.run.paths,
-                     utc_timestamp(),
-                     host_name()};
+  RunContext context = run_context(inv, inv.backend.backend, "none (no case ran)");
   const auto judged = [&](const CaseResult& r) {
     if (results.empty()) {
       context.backend = r.backend;
@@ -229,7 +222,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
         cases, [&](std::string& notes) { return make_backend(inv.backend, notes); }, options, progress, judged);
   } else {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-    context = context_of(*backend, inv);
+    context = run_context(inv, backend->name(), describe_device(backend->device()));
     if (!inv.run.inputs.empty()) {
       if (cases.size() != 1)
         throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
@@ -283,7 +276,7 @@ CommandOutput info_command(const Invocation& inv) {
   const NativeImages images = backend->native_images();
   out.text += fmt::format("attnres-check {}\n", ATTNRES_VERSION);
   out.text += fmt::format("backend: {}\n", backend->name());
-  out.text += fmt::format("device: {}\n", device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none");
+  out.text += fmt::format("device: {}\n", describe_device(device));
   out.text += fmt::format("native images in this build: {}\n", fmt::join(compiled_native_images(), ", "));
   if (backend->name() == "cuda") {
     const NativeImageQuery query = query_native_image();

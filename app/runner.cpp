@@ -325,7 +325,7 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
   result.location = spec.location();
   result.backend = backend.name();
   const DeviceDescription device = backend.device();
-  result.device = device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none";
+  result.device = describe_device(device);
   result.layout_guard = spec.layout_guard && !options.disable_layout_guard;
   try {
     if (!backend.usable()) {

@@ -87,7 +87,7 @@ class LineReader {
   const DeviceDescription device = backend->device();
   say({{"backend", backend->name()},
        {"notes", notes},
-       {"device", device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none"}});
+       {"device", describe_device(device)}});
   LineReader requests(socket);
   while (const std::optional<std::string> line = requests.next()) {
     const std::size_t index = std::stoul(*line);

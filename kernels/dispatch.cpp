@@ -30,6 +30,10 @@ std::string device_arch(const DeviceDescription& device) {
   return fmt::format("sm_{}{}", device.cc_major, device.cc_minor);
 }
 
+std::string describe_device(const DeviceDescription& device) {
+  return device.present ? fmt::format("{} ({})", device.name, device_arch(device)) : "none";
+}
+
 std::optional<std::string> native_unsupported_reason(const DispatchRequest& request) {
   const AttnResShape& shape = request.shape;
   if (shape.hidden % native::kHiddenMultiple != 0 || shape.hidden > native::kMaxHidden)

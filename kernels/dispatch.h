@@ -58,5 +58,7 @@ std::optional<std::string> native_unavailable_reason(const DeviceDescription& de
 
 // "sm_90", "sm_100" ...; "none" without a device.
 std::string device_arch(const DeviceDescription& device);
+// How reports name a device: "NVIDIA H200 (sm_90)", or "none".
+std::string describe_device(const DeviceDescription& device);
 
 }  // namespace attnres
