@@ -1,6 +1,7 @@
 #include "app/cli.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -63,6 +64,16 @@ std::optional<std::int64_t> parse_budget(const std::string& option, const std::s
 
 }  // namespace
 
+std::string bundled_cases_directory() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "attnres-check" / "cases";
+    if (std::filesystem::is_directory(installed, ec)) return installed.string();
+  }
+  return "cases";
+}
+
 Invocation parse(const std::vector<std::string>& args) {
   Invocation inv;
   for (const auto& a : args) inv.command_line += (inv.command_line.empty() ? "" : " ") + a;
@@ -71,7 +82,9 @@ Invocation parse(const std::vector<std::string>& args) {
   app.set_version_flag("--version", ATTNRES_VERSION);
 
   CLI::App* run = app.add_subcommand("run", "run cases and judge every result against the float64 reference");
-  run->add_option("cases", inv.run.paths, "case files or directories (read recursively)")->required();
+  run->add_option("cases", inv.run.paths,
+                  "case files or directories (read recursively); default: the bundled cases (installed beside the "
+                  "binary, or ./cases)");
   run->add_option("--json", inv.run.json_path, "write the versioned JSON report here");
   run->add_option("--junit", inv.run.junit_path, "write JUnit XML here");
   run->add_option("--filter", inv.run.filters,
@@ -165,7 +178,8 @@ Invocation parse(const std::vector<std::string>& args) {
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
   if (!inv.backend.torch_library.empty() && inv.backend.kernel.rfind("torch-op:", 0) != 0)
     throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
-  if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back("cases");
+  if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back(bundled_cases_directory());
+  if (inv.command == Command::run && inv.run.paths.empty()) inv.run.paths.push_back(bundled_cases_directory());
   if (inv.command == Command::bench) {
     for (auto t : inv.bench.tokens)
       if (t < 1) throw UsageError("--tokens: every value must be >= 1");

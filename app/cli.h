@@ -92,4 +92,8 @@ struct Invocation {
 // `args` excludes the program name.
 Invocation parse(const std::vector<std::string>& args);
 
+// Where `run` and `info` read cases when given none: the installed share/attnres-check/cases
+// beside the binary's bin/, else ./cases (a checkout).
+std::string bundled_cases_directory();
+
 }  // namespace attnres

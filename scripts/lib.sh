@@ -30,6 +30,7 @@ install_missing_packages() {
       missing+=(libtorch-dev)
     /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
   fi
+  command -v help2man >/dev/null 2>&1 || missing+=(help2man)
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v g++ >/dev/null 2>&1 || missing+=(g++)
   [ ${#missing[@]} -eq 0 ] && return 0
