@@ -41,7 +41,8 @@ TEST(Cli, ParsesRunOptions) {
 
 TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({}), UsageError);
-  EXPECT_THROW(parse({"run"}), UsageError);
+  // No case argument: the bundled cases (installed beside the binary, else ./cases).
+  EXPECT_EQ(parse({"run"}).run.paths, std::vector<std::string>{bundled_cases_directory()});
   EXPECT_THROW(parse({"run", "x", "--bogus"}), UsageError);
   EXPECT_THROW(parse({"run", "x", "--backend", "tpu"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "0"}), UsageError);
