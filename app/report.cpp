@@ -58,7 +58,8 @@ std::string summary_line(const RunSummary& summary) {
   std::string parts;
   for (int d = 0; d < kDispositionCount; ++d)
     if (summary.by_disposition[d]) parts += fmt::format(", {} {}", summary.by_disposition[d], to_string(Disposition(d)));
-  if (summary.load_errors) parts += fmt::format(", {} bad case file entries", summary.load_errors);
+  if (summary.load_errors)
+    parts += fmt::format(", {} bad case-file entr{}", summary.load_errors, summary.load_errors == 1 ? "y" : "ies");
   const int unmet = summary.total - summary.met + summary.load_errors;
   return fmt::format("{} case{}{}: {}", summary.total, summary.total == 1 ? "" : "s", parts,
                      summary.all_met() ? (summary.total == 1 ? "it met its expectation" : "every case met its expectation")

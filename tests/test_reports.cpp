@@ -64,7 +64,7 @@ TEST(Reports, TheClosingSummaryNamesEveryCaseThatDidNotMeetItsExpectation) {
   EXPECT_NE(summary.find("  error                 crash (seed 0): cudaMalloc failed\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("  bad-case              cases/c.json: /T: must be an integer\n"), std::string::npos) << summary;
   EXPECT_EQ(summary.find("ok"), std::string::npos);
-  EXPECT_NE(table.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error, 1 bad case file entries: 4 did not meet their expectations"),
+  EXPECT_NE(table.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error, 1 bad case-file entry: 4 did not meet their expectations"),
             std::string::npos);
   EXPECT_NE(format_table({sample()[0]}, {}, kContext, TableStyle{}).find("1 case, 1 passed: it met its expectation"),
             std::string::npos);
