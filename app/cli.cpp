@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
+
+#include "app/install_paths.h"
 #include <fmt/format.h>
 
 namespace attnres {
@@ -65,10 +67,9 @@ std::optional<std::int64_t> parse_budget(const std::string& option, const std::s
 }  // namespace
 
 std::string bundled_cases_directory() {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "attnres-check" / "cases";
+  if (const std::filesystem::path bin = executable_directory(); !bin.empty()) {
+    const std::filesystem::path installed = bin.parent_path() / "share" / "attnres-check" / "cases";
+    std::error_code ec;
     if (std::filesystem::is_directory(installed, ec)) return installed.string();
   }
   return "cases";

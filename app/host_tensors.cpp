@@ -211,9 +211,10 @@ ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& exp
         }
       }
     });
-    RowsReport rows{{{got.name, "padding canary overwritten"}},
-                    {{got.name, "input modified"}},
-                    {{got.name, "output element not written (still poison)"}}};
+    RowsReport rows;
+    rows.padding.violation = {got.name, "padding canary overwritten"};
+    rows.input_changed.violation = {got.name, "input modified"};
+    rows.unwritten.violation = {got.name, "output element not written (still poison)"};
     for (const RowsReport& part : parts) rows.merge(part);
     report.prefix_mismatches += rows.prefix_mismatches;
     report.blocks_mismatches += rows.blocks_mismatches;

@@ -1,7 +1,6 @@
 #include "app/plugin_kernel.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "app/install_paths.h"
 #include "kernels/bridges/bridge_abi.h"
 #include "kernels/cuda_check.h"
 
@@ -224,11 +224,9 @@ std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec)
 std::vector<std::filesystem::path> bridge_directories() {
   std::vector<std::filesystem::path> dirs;
   if (const char* dir = std::getenv("ATTNRES_BRIDGE_DIR"); dir && *dir) dirs.emplace_back(dir);
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path());
-    dirs.push_back(exe.parent_path().parent_path() / "lib" / "attnres-check");
+  if (const std::filesystem::path bin = executable_directory(); !bin.empty()) {
+    dirs.push_back(bin);
+    dirs.push_back(bin.parent_path() / "lib" / "attnres-check");
   }
   return dirs;
 }
