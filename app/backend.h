@@ -1,13 +1,13 @@
 // Where the kernel under test runs: a CUDA device, or the CPU stand-ins (for GPU-free runs).
-// A backend takes host tensors in and leaves the results in them, so every check after a
-// run is the same host code whichever backend ran.
+// A backend makes a case's tensors where it keeps them (app/case_workspace.h), and the
+// reference, the kernel and the checks run there.
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "app/host_tensors.h"
+#include "app/case_workspace.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernel_entry.h"
 
@@ -24,21 +24,15 @@ class Backend {
   virtual OperandPlace operand_place() const = 0;
   const KernelRegistry& kernels() const { return kernels_; }
   void add_kernel(std::unique_ptr<KernelEntry> entry) { kernels_.add(std::move(entry)); }
-  // Runs `kernel` over the tensors in place (copying them to the device and back where they
-  // live there). Throws KernelRejection when the kernel refuses, KernelFailure or CudaError
-  // when it fails.
-  virtual void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) = 0;
-  // A case's generated inputs, canaries and poisoned output on the host (the same bits
-  // wherever they are generated).
-  virtual CaseTensors make_inputs(const CaseSpec& spec) { return make_case_tensors(spec); }
-  // The float64 reference computed on the device, where the backend has one.
-  virtual std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) = 0;
+  // A case's tensors, made where this backend keeps them: generated from the case's seed (the
+  // same bits wherever they are generated), or `inputs` replayed. `keep_artifacts`: the
+  // workspace keeps what a repro bundle needs.
+  virtual std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) = 0;
+  // What prepare and its workspace allocate at most for a case of this layout.
+  virtual CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts,
+                                  bool replayed) const = 0;
   // False once a fault has left the device unusable for later cases.
   virtual bool usable() const { return true; }
-  // Device memory a case of this layout needs at most (0 for a host backend), with or without
-  // the device reference; nothing when the size overflows.
-  virtual std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides,
-                                                   bool device_reference) const = 0;
   // Free device memory now; nothing for a host backend.
   virtual std::optional<std::int64_t> free_device_bytes() const = 0;
 

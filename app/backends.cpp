@@ -6,12 +6,10 @@
 #include <fmt/format.h>
 
 #include "app/backend.h"
-#include "kernels/checked_size.h"
+#include "app/device_workspace.h"
 #include "kernels/cuda_check.h"
-#include "kernels/device_buffer.h"
 #include "kernels/launch.h"
 #include "kernels/kernel_entry.h"
-#include "reference/cublas_reference.h"
 
 namespace attnres {
 
@@ -56,53 +54,21 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   DeviceDescription device() const override { return model_; }
   NativeImages native_images() const override { return images_; }
-  void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) override {
-    kernel.launch(tensors.args(), options, nullptr);
+  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) override {
+    const HostExecutor launch = [](KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) {
+      kernel.launch(tensors.args(), options, nullptr);
+    };
+    return make_host_workspace(inputs ? inputs->make() : make_case_tensors(spec), launch, keep_artifacts);
   }
-  std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
-  std::optional<std::int64_t> device_bytes(const AttnResShape&, const AttnResStrides&, bool) const override { return 0; }
+  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts, bool) const override {
+    return {host_workspace_bytes(shape, strides, keep_artifacts), 0};
+  }
   std::optional<std::int64_t> free_device_bytes() const override { return std::nullopt; }
 
  private:
   DeviceDescription model_;
   NativeImages images_;
 };
-
-// Device copies of a case's tensors, guard regions included, and their device AttnResArgs.
-struct DeviceTensors {
-  std::vector<DeviceBuffer<bf16_bits>> buffers;
-  AttnResArgs args;
-
-  DeviceTensors(const CaseTensors& host, cudaStream_t stream) {
-    const auto tensors = host.all();
-    std::vector<bf16_bits*> data;
-    for (const HostTensor* t : tensors) {
-      buffers.emplace_back(t->storage.size());
-      ATTNRES_CUDA_CHECK(cudaMemcpyAsync(buffers.back().get(), t->storage.data(), buffers.back().bytes(),
-                                         cudaMemcpyHostToDevice, stream));
-      data.push_back(buffers.back().get() + kGuardElements);
-    }
-    args = host.layout();
-    args.prefix = data[0];
-    args.delta = host.shape.has_delta ? data[1] : nullptr;
-    args.blocks = data[2];
-    args.norm_weight = data[3];
-    args.qk_weight = data[4];
-    args.output_norm_weight = host.shape.has_output_norm ? data[5] : nullptr;
-    args.output = data[6];
-  }
-
-  void download(CaseTensors& host, cudaStream_t stream) const {
-    const auto tensors = host.all();
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      ATTNRES_CUDA_CHECK(cudaMemcpyAsync(tensors[i]->storage.data(), buffers[i].get(), buffers[i].bytes(),
-                                         cudaMemcpyDeviceToHost, stream));
-    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
-};
-
-// cuBLAS's handle and default workspace, with room to spare.
-constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t(64) << 20;
 
 class CudaBackend : public Backend {
  public:
@@ -115,24 +81,13 @@ class CudaBackend : public Backend {
   NativeImages native_images() const override { return images_; }
   bool usable() const override { return usable_; }
 
-  void execute(KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) override {
-    guarded([&] {
-      DeviceTensors device(tensors, nullptr);
-      kernel.launch(device.args, options, nullptr);
-      ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-      device.download(tensors, nullptr);
-    });
+  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) override {
+    return make_device_workspace(spec, inputs, keep_artifacts, usable_);
   }
 
-  // One device copy of the tensors for the kernel; the reference makes its own copy later,
-  // after the first is freed, plus its float64 intermediates and cuBLAS's workspace.
-  std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides,
-                                           bool device_reference) const override {
-    const std::optional<std::int64_t> tensors = case_storage_bytes(shape, strides);
-    if (!tensors || !device_reference) return tensors;
-    const std::optional<std::int64_t> reference = cublas_reference_device_bytes(shape, strides);
-    if (!reference) return std::nullopt;
-    return (CheckedSize(*tensors) + *reference + kCublasWorkspaceBytes).get();
+  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts,
+                          bool replayed) const override {
+    return device_workspace_footprint(shape, strides, keep_artifacts, replayed);
   }
 
   std::optional<std::int64_t> free_device_bytes() const override {
@@ -141,45 +96,7 @@ class CudaBackend : public Backend {
     return std::int64_t(free);
   }
 
-  // Generated on the device (the generator gives the host's bits there) and copied into the
-  // canary-filled host tensors, logical elements only: much faster than generating on the host.
-  CaseTensors make_inputs(const CaseSpec& spec) override {
-    CaseTensors tensors = allocate_case_tensors(spec.shape, spec.strides());
-    guarded([&] {
-      for (const GeneratedTensor& g : generated_tensors(tensors)) {
-        HostTensor& t = *g.tensor;
-        if (t.empty()) continue;
-        DeviceBuffer<bf16_bits> device(std::size_t(t.span()));
-        generate_on_device(device.get(), t.rows, t.columns, t.row_stride, make_generator_key(spec.seed, to_string(g.which)),
-                           resolve(spec.distributions[int(g.which)], spec.shape.hidden), nullptr);
-        const std::size_t pitch = std::size_t(t.row_stride) * sizeof(bf16_bits);
-        ATTNRES_CUDA_CHECK(cudaMemcpy2D(t.data(), pitch, device.get(), pitch, std::size_t(t.columns) * sizeof(bf16_bits),
-                                        std::size_t(t.rows), cudaMemcpyDeviceToHost));
-      }
-    });
-    return tensors;
-  }
-
-  std::optional<std::vector<double>> device_reference(const CaseTensors& inputs) override {
-    std::vector<double> out;
-    guarded([&] {
-      DeviceTensors device(inputs, nullptr);
-      out = cublas_reference(device.args, nullptr);
-    });
-    return out;
-  }
-
  private:
-  template <class F>
-  void guarded(F&& body) {
-    try {
-      body();
-    } catch (const CudaError& e) {
-      if (e.context_lost()) usable_ = false;
-      throw;
-    }
-  }
-
   DeviceDescription device_;
   NativeImages images_;
   bool usable_ = true;

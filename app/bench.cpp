@@ -7,7 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/host_tensors.h"
+#include "app/checks.h"
+#include "app/device_checks.h"
 #include "app/plugin_kernel.h"
 #include "app/runner.h"
 #include "kernels/device_buffer.h"
@@ -132,17 +133,17 @@ InputSets make_sets(const AttnResShape& shape, std::size_t l2_bytes) {
 }
 
 // Runs `launch` once on pristine set 0 and judges it against the float64 reference.
-std::string check_kernel(InputSets& sets, const std::vector<double>& reference, const std::vector<bf16_bits>& pristine,
+std::string check_kernel(InputSets& sets, const DeviceBuffer<double>& reference, const std::vector<bf16_bits>& pristine,
                          const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
   const AttnResArgs a = sets.args(0);
-  const std::int64_t th = sets.shape.tokens * sets.shape.hidden;
+  const std::int64_t tokens = sets.shape.tokens, hidden = sets.shape.hidden;
   ATTNRES_CUDA_CHECK(cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
-  ATTNRES_CUDA_CHECK(cudaMemset(a.output, 0xff, std::size_t(th) * sizeof(bf16_bits)));  // NaN poison
+  ATTNRES_CUDA_CHECK(cudaMemset(a.output, 0xff, std::size_t(tokens * hidden) * sizeof(bf16_bits)));  // NaN poison
   launch(a, nullptr);
   ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
-  HostTensor out = make_tensor("output", sets.shape.tokens, sets.shape.hidden, sets.shape.hidden);
-  ATTNRES_CUDA_CHECK(cudaMemcpy(out.data(), a.output, std::size_t(th) * sizeof(bf16_bits), cudaMemcpyDeviceToHost));
-  const Comparison c = compare_output(out, reference, 8e-2, 3e-2);
+  const DeviceTensorView output{a.output, tokens, hidden, hidden, 0};
+  const Comparison c = comparison_from(compare_output_on_device(output, reference.get(), 8e-2, 3e-2, nullptr), tokens,
+                                       hidden, 8e-2, 3e-2);
   // Later timed launches keep updating prefix in place; restore it for the next check.
   ATTNRES_CUDA_CHECK(cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
   if (!c.within_tolerance())
@@ -264,10 +265,10 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       const AttnResArgs a0 = sets.args(0);
       std::vector<bf16_bits> pristine(std::size_t(tokens * args.hidden));
       ATTNRES_CUDA_CHECK(cudaMemcpy(pristine.data(), a0.prefix, pristine.size() * sizeof(bf16_bits), cudaMemcpyDeviceToHost));
-      // The reference copies its result to the host, so CUDA events around it time it end to end;
+      // The reference synchronises before it returns, so CUDA events around it time it end to end;
       // the first point also pays for a warm-up call (cuBLAS handle, module load).
       if (results.empty()) cublas_reference(a0, nullptr);
-      std::vector<double> reference;
+      DeviceBuffer<double> reference;
       const double ref_ms = events.time_ms(nullptr, [&] { reference = cublas_reference(a0, nullptr); });
 
       DispatchRequest request;

@@ -15,23 +15,34 @@ namespace attnres {
 // as aligned as the allocation itself.
 constexpr std::int64_t kGuardElements = 128;
 
-struct HostTensor {
+// A tensor's place in memory: `rows` rows of `columns` logical elements, `row_stride` apart,
+// with kGuardElements of guard region before and after the span.
+struct TensorLayout {
   std::string name;
   std::int64_t rows = 0;        // blocks: T * max_blocks rows, row t*max_blocks+b
   std::int64_t columns = 0;     // logical elements per row (H)
   std::int64_t row_stride = 0;  // elements between rows, >= columns
-  std::vector<bf16_bits> storage;  // guard, rows * row_stride, guard
 
   bool empty() const { return rows == 0; }
   std::int64_t span() const { return rows * row_stride; }
+  std::int64_t storage_elements() const { return span() + 2 * kGuardElements; }
+};
+
+// The seven tensors of a case laid out by `shape` and `strides`, in CaseTensors::all() order
+// (an absent delta or output_norm_weight has no rows).
+std::vector<TensorLayout> case_layouts(const AttnResShape& shape, const AttnResStrides& strides);
+
+struct HostTensor : TensorLayout {
+  std::vector<bf16_bits> storage;  // guard, rows * row_stride, guard
+
   bf16_bits* data() { return storage.data() + kGuardElements; }
   const bf16_bits* data() const { return storage.data() + kGuardElements; }
   bf16_bits& at(std::int64_t row, std::int64_t col) { return data()[row * row_stride + col]; }
   bf16_bits at(std::int64_t row, std::int64_t col) const { return data()[row * row_stride + col]; }
 };
 
-// All allocations every filled with canaries; `fill` sets the logical elements.
-HostTensor make_tensor(std::string name, std::int64_t rows, std::int64_t columns, std::int64_t row_stride);
+// Every element of the allocation a canary.
+HostTensor make_tensor(const TensorLayout& layout);
 
 struct CaseTensors {
   HostTensor prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output;
@@ -64,7 +75,8 @@ std::vector<GeneratedTensor> generated_tensors(CaseTensors& tensors);
 // poison. A CUDA backend makes the same bits on the device (Backend::make_inputs).
 CaseTensors make_case_tensors(const CaseSpec& spec);
 
-// FNV-1a 64 over bf16 bits, low byte first.
+// FNV-1a 64 over bf16 bits, low byte first: the checksum of input files written before
+// mix64sum, still verified by name.
 class Fnv1a64 {
  public:
   void add(bf16_bits bits) {
@@ -77,35 +89,13 @@ class Fnv1a64 {
   std::uint64_t hash_ = 1469598103934665603ull;
 };
 
-// FNV-1a 64 over the logical elements' bf16 bits, row by row: independent of padding.
+// "mix64sum:<16 hex digits>" (app/input_checksum.h).
+std::string checksum_text(std::uint64_t sum);
+// The mix64sum checksum of the logical elements, independent of padding, on every core.
 std::string checksum(const HostTensor& tensor);
 
-// Bytes of host storage (guards and padding included) of one copy of a case's seven
-// tensors as make_case_tensors lays them out; nothing when the sizes overflow int64.
+// Bytes of storage (guards and padding included) of one copy of a case's seven tensors;
+// nothing when the sizes overflow int64.
 std::optional<std::int64_t> case_storage_bytes(const AttnResShape& shape, const AttnResStrides& strides);
-
-// What prefix and blocks must hold after a correct run (the reference's own steps 1-2),
-// padding and guards untouched; the other inputs must equal their originals, the output's
-// padding and guards likewise. The CPU reference leaves the same in the buffers it runs on.
-CaseTensors expected_after_run(const CaseTensors& before);
-
-struct Violation {
-  std::string tensor;
-  std::string kind;  // e.g. "padding canary overwritten"
-  std::int64_t row = -1, col = -1;  // first offending element (row -1: a guard region, col = offset)
-  std::int64_t count = 0;
-  std::string to_string() const;
-};
-
-struct ExactnessReport {
-  std::int64_t prefix_mismatches = 0;
-  std::int64_t blocks_mismatches = 0;
-  std::string first_prefix_mismatch;  // "row r col c: got 0x..., expected 0x..."
-  std::string first_blocks_mismatch;
-  std::int64_t output_unwritten = 0;
-  std::vector<Violation> violations;  // memory safety: canaries, guards, changed inputs, unwritten output
-};
-
-ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& expected);
 
 }  // namespace attnres

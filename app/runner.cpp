@@ -1,15 +1,12 @@
 #include "app/runner.h"
 
 #include <chrono>
-#include <cmath>
 
 #include <fmt/format.h>
 
 #include "kernels/checked_size.h"
 #include "kernels/cuda_check.h"
 #include "kernels/kernel_entry.h"
-#include "kernels/parallel.h"
-#include "reference/cpu_reference.h"
 
 namespace attnres {
 
@@ -35,72 +32,6 @@ std::optional<Disposition> parse_disposition(const std::string& name) {
 
 bool meets_expectation(Disposition disposition) {
   return disposition == Disposition::passed || disposition == Disposition::rejected_as_expected;
-}
-
-std::string Comparison::mismatch_summary() const {
-  const double percent = total ? 100.0 * double(mismatched) / double(total) : 0.0;
-  return fmt::format("Mismatched elements: {} / {} ({:.1f}%)", mismatched, total, percent);
-}
-
-namespace {
-
-// One chunk of rows of compare_output; `worst` is -1 until an element is seen.
-Comparison compare_rows(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol,
-                        std::int64_t row_begin, std::int64_t row_end, double& worst) {
-  Comparison c;
-  for (std::int64_t t = row_begin; t < row_end; ++t)
-    for (std::int64_t h = 0; h < output.columns; ++h) {
-      const double got = bf16_to_float(output.at(t, h));
-      const double want = reference[std::size_t(t * output.columns + h)];
-      if (std::isnan(got)) ++c.nan_count;
-      else if (std::isinf(got)) ++c.inf_count;
-      // A non-finite value only matches the same non-finite reference (torch's equal_nan=False).
-      const bool finite = std::isfinite(got) && std::isfinite(want);
-      const double diff = finite ? std::fabs(got - want) : (got == want ? 0.0 : INFINITY);
-      if (!(got == want || (finite && diff <= atol + rtol * std::fabs(want)))) ++c.mismatched;
-      if (diff > worst) {
-        worst = diff;
-        c.worst_token = t;
-        c.worst_column = h;
-        c.worst_value = got;
-        c.worst_reference = want;
-      }
-      if (std::isfinite(diff) && want != 0.0) c.max_rel_error = std::fmax(c.max_rel_error, diff / std::fabs(want));
-    }
-  return c;
-}
-
-}  // namespace
-
-Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
-  constexpr std::int64_t kMinRows = 64;
-  std::vector<Comparison> parts(std::size_t(chunk_count(output.rows, kMinRows)));
-  std::vector<double> worsts(parts.size(), -1.0);
-  parallel_chunks(output.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
-    parts[std::size_t(chunk)] = compare_rows(output, reference, atol, rtol, begin, end, worsts[std::size_t(chunk)]);
-  });
-  Comparison c;
-  c.atol = atol;
-  c.rtol = rtol;
-  c.total = output.rows * output.columns;
-  double worst = -1.0;
-  // In row order, the first of equal worst differences wins, as in one pass over the rows.
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const Comparison& p = parts[i];
-    c.mismatched += p.mismatched;
-    c.nan_count += p.nan_count;
-    c.inf_count += p.inf_count;
-    c.max_rel_error = std::fmax(c.max_rel_error, p.max_rel_error);
-    if (worsts[i] > worst) {
-      worst = worsts[i];
-      c.worst_token = p.worst_token;
-      c.worst_column = p.worst_column;
-      c.worst_value = p.worst_value;
-      c.worst_reference = p.worst_reference;
-    }
-  }
-  c.max_abs_error = std::fmax(worst, 0.0);
-  return c;
 }
 
 namespace {
@@ -176,10 +107,6 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
   return s;
 }
 
-bool wants_device_reference(const AttnResShape& s, const RunOptions& options) {
-  return !(CheckedSize(s.tokens) * (s.num_blocks + 1) * s.hidden).within(options.cpu_reference_limit);
-}
-
 // Why the case does not fit the memory budget, if it does not.
 std::optional<std::string> over_budget(const CaseFootprint& need, const Backend& backend, const RunOptions& options) {
   if (!need.host_bytes || !need.device_bytes) return std::string("its tensor sizes overflow 64-bit byte counts");
@@ -210,16 +137,18 @@ class Lap {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
-                          const LaunchOptions& launch, const CaseTensors& inputs, CaseResult& result,
-                          std::optional<CaseArtifacts>* artifacts) {
+void run_and_judge(const CaseSpec& spec, Backend& backend, KernelEntry& kernel, const LaunchOptions& launch,
+                   const InputSource* inputs, CaseResult& result, std::optional<CaseArtifacts>* artifacts) {
   Lap lap;
-  for (const HostTensor* t : inputs.all())
-    if (!t->empty() && t->name != "output") result.input_checksums.emplace_back(t->name, checksum(*t));
-  CaseTensors after = inputs;
-  result.timings.generate += lap.next();
+  const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, inputs, artifacts != nullptr);
+  result.input_checksums = workspace->input_checksums();
+  result.timings.generate = lap.next();
+  // The reference runs on the inputs as made, before the kernel changes prefix and blocks; its
+  // own steps 1-2 say what they must hold afterwards.
+  const ReferenceSummary reference = workspace->compute_reference();
+  result.timings.reference = lap.next();
   try {
-    backend.execute(kernel, launch, after);
+    workspace->run_kernel(kernel, launch);
   } catch (const KernelRejection& e) {
     judge_rejection(spec, e, result);  // refused at launch (an external kernel's own guard)
     return;
@@ -234,36 +163,21 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
     return;
   }
   result.timings.kernel = lap.next();
-  // The expected state after the run is the reference's own steps 1-2: the CPU reference
-  // leaves it in the buffers it runs on; beside the device reference it is made here.
-  std::vector<double> reference;
-  std::string reference_name = "cpu-float64";
-  std::optional<std::vector<double>> device_reference;
-  if (wants_device_reference(inputs.shape, options)) device_reference = backend.device_reference(inputs);
-  CaseTensors expected = device_reference ? expected_after_run(inputs) : inputs;
-  if (device_reference) {
-    reference = std::move(*device_reference);
-    reference_name = "cublas-float64";
-  } else {
-    reference = cpu_reference(expected.args());
-  }
-  result.timings.reference = lap.next();
   // A reference that is not finite is the case's fault (inputs that overflow float64's
   // arithmetic, eps 0 on zero rows): nothing can be judged against it.
-  for (std::size_t i = 0; i < reference.size(); ++i)
-    if (!std::isfinite(reference[i])) {
-      const std::int64_t hidden = inputs.shape.hidden;
-      result.disposition = Disposition::error;
-      result.detail = fmt::format("reference is not finite at [{}, {}] ({}): the case's inputs leave the contract undefined "
-                                  "there; nothing is judged",
-                                  std::int64_t(i) / hidden, std::int64_t(i) % hidden,
-                                  std::isnan(reference[i]) ? "NaN" : reference[i] > 0 ? "Infinity" : "-Infinity");
-      return;
-    }
-  Comparison comparison = compare_output(after.output, reference, spec.atol, spec.rtol);
-  comparison.reference = reference_name;
+  if (reference.first_non_finite) {
+    const auto [index, value] = *reference.first_non_finite;
+    const std::int64_t hidden = spec.shape.hidden;
+    result.disposition = Disposition::error;
+    result.detail = fmt::format("reference is not finite at [{}, {}] ({}): the case's inputs leave the contract undefined "
+                                "there; nothing is judged",
+                                index / hidden, index % hidden, value != value ? "NaN" : value > 0 ? "Infinity" : "-Infinity");
+    return;
+  }
+  Comparison comparison = workspace->compare(spec.atol, spec.rtol);
+  comparison.reference = reference.name;
   result.timings.compare = lap.next();
-  const ExactnessReport exactness = check_after_run(after, expected);
+  const ExactnessReport exactness = workspace->check();
   result.timings.checks = lap.next();
   comparison.prefix_mismatches = exactness.prefix_mismatches;
   comparison.blocks_mismatches = exactness.blocks_mismatches;
@@ -289,31 +203,27 @@ void run_kernel_and_judge(const CaseSpec& spec, Backend& backend, const RunOptio
     result.disposition = Disposition::passed;
     result.detail = describe_comparison(comparison);
   }
-  if (artifacts) *artifacts = CaseArtifacts{inputs, std::move(after), std::move(reference)};
+  if (artifacts) *artifacts = workspace->take_artifacts();
 }
 
 }  // namespace
 
-CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
-                             bool keeps_artifacts, std::int64_t held_bytes) {
+CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, bool keeps_artifacts, const InputSource* inputs) {
   const AttnResStrides strides = spec.strides();
+  CaseFootprint footprint = backend.footprint(spec.shape, strides, keeps_artifacts, inputs != nullptr);
   const std::optional<std::int64_t> tensors = case_storage_bytes(spec.shape, strides);
-  const bool device_reference = wants_device_reference(spec.shape, options);
-  CaseFootprint footprint;
-  footprint.device_bytes = backend.device_bytes(spec.shape, strides, device_reference);
-  if (!tensors) return footprint;
-  // The inputs, the tensors after the run, the expected state (the CPU reference's buffers),
-  // and the float64 reference; a repro bundle keeps a copy of the inputs and writes one more of
-  // every tensor.
-  const CheckedSize copies = keeps_artifacts ? 6 : 3;
+  if (!tensors || !footprint.host_bytes) return CaseFootprint{std::nullopt, footprint.device_bytes};
+  // A repro bundle's files are built from copies: the inputs, and the tensors after the run with
+  // the reference.
   const CheckedSize reference = CheckedSize(spec.shape.tokens) * spec.shape.hidden * CheckedSize(sizeof(double));
-  footprint.host_bytes = (copies * *tensors + reference * (keeps_artifacts ? 2 : 1) + held_bytes).get();
+  const CheckedSize bundle = keeps_artifacts ? CheckedSize(*tensors) * 2 + reference : CheckedSize(0);
+  footprint.host_bytes = (CheckedSize(*footprint.host_bytes) + bundle + (inputs ? inputs->held_bytes : 0)).get();
   return footprint;
 }
 
 std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
-                                          bool keeps_artifacts, std::int64_t held_bytes) {
-  return over_budget(case_footprint(spec, backend, options, keeps_artifacts, held_bytes), backend, options);
+                                          bool keeps_artifacts, const InputSource* inputs) {
+  return over_budget(case_footprint(spec, backend, keeps_artifacts, inputs), backend, options);
 }
 
 CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
@@ -340,15 +250,11 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
         result.detail = *selection.not_run;
       } else if (selection.predicted_rejection) {
         judge_rejection(spec, KernelRejection(*selection.predicted_rejection), result);
-      } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr,
-                                                 inputs ? inputs->held_bytes : 0)) {
+      } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr, inputs)) {
         result.disposition = Disposition::not_run;
         result.detail = "not run: " + *why;
       } else {
-        const auto generate_start = std::chrono::steady_clock::now();
-        const CaseTensors tensors = inputs ? inputs->make() : backend.make_inputs(spec);
-        result.timings.generate = std::chrono::duration<double>(std::chrono::steady_clock::now() - generate_start).count();
-        run_kernel_and_judge(spec, backend, options, *selection.kernel, selection.launch, tensors, result, artifacts);
+        run_and_judge(spec, backend, *selection.kernel, selection.launch, inputs, result, artifacts);
       }
     }
   } catch (const std::bad_alloc&) {

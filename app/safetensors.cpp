@@ -11,8 +11,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/checked_size.h"
+#include "app/input_checksum.h"
 #include "app/json_io.h"
+#include "kernels/checked_size.h"
 
 namespace attnres {
 
@@ -339,17 +340,26 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
       const SafetensorEntry& entry = file_.tensors[s->entry];
       const auto stored = file_.metadata.find("checksum." + entry.name);
       if (stored == file_.metadata.end()) continue;
+      const std::string field = "/__metadata__/checksum." + escape_pointer_token(entry.name);
+      // mix64sum, or the FNV-1a 64 of files written by earlier versions.
+      const bool fnv = stored->second.rfind("fnv1a64:", 0) == 0;
+      if (!fnv && stored->second.rfind("mix64sum:", 0) != 0)
+        throw fail(field, fmt::format("\"{}\" is not a checksum this tool knows (mix64sum:<hex> or fnv1a64:<hex>)",
+                                      valid_utf8(stored->second)));
       Fnv1a64 hash;
+      std::uint64_t sum = 0;
       for (std::int64_t row = 0; row < s->rows; ++row)
         for (std::int64_t col = 0; col < hidden; ++col) {
           const std::size_t byte = std::size_t(s->offset + row * s->row_stride + col) * 2;
-          hash.add(bf16_bits(entry.bytes[byte] | (entry.bytes[byte + 1] << 8)));
+          const bf16_bits bits = bf16_bits(entry.bytes[byte] | (entry.bytes[byte + 1] << 8));
+          if (fnv) hash.add(bits);
+          else sum += checksum_term(std::uint64_t(row * hidden + col), bits);
         }
-      if (hash.text() != stored->second)
-        throw fail("/__metadata__/checksum." + escape_pointer_token(entry.name),
-                   fmt::format("the data gives {}, the file says {}: the tensor was changed after it was written "
-                               "(--no-verify-checksums replays it anyway)",
-                               hash.text(), valid_utf8(stored->second)));
+      const std::string computed = fnv ? hash.text() : checksum_text(sum);
+      if (computed != stored->second)
+        throw fail(field, fmt::format("the data gives {}, the file says {}: the tensor was changed after it was written "
+                                      "(--no-verify-checksums replays it anyway)",
+                                      computed, valid_utf8(stored->second)));
     }
   }
 

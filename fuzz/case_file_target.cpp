@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "app/case_spec.h"
-#include "app/host_tensors.h"
+#include "app/checks.h"
 #include "app/json_io.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/layout_guard.h"

@@ -40,4 +40,12 @@ struct AttnResArgs {
   bf16_bits* output = nullptr;
 };
 
+// Step 1 for one element: p = bf16(prefix + delta), a float32 sum rounded once (the way the
+// framework adds bf16 tensors). Every reference and check takes p from here.
+ATTNRES_HD bf16_bits residual_sum(bf16_bits prefix, bf16_bits delta, bool has_delta) {
+  float sum = bf16_to_float(prefix);
+  if (has_delta) sum += bf16_to_float(delta);
+  return float_to_bf16(sum);
+}
+
 }  // namespace attnres

@@ -9,18 +9,16 @@
 
 namespace attnres {
 
-// Steps 1-2 for token t: prefix <- p = bf16(prefix + delta) (a float32 sum rounded once, the
-// way the framework adds bf16 tensors) and blocks[t, block_write_idx] <- p.
+// Steps 1-2 for token t: prefix <- p = residual_sum(prefix, delta) and blocks[t, block_write_idx] <- p.
 inline void apply_residual(const AttnResArgs& args, std::int64_t t) {
   const AttnResShape& s = args.shape;
   bf16_bits* prefix = args.prefix + t * args.strides.prefix;
   bf16_bits* written = s.block_write_idx >= 0
                            ? args.blocks + t * args.strides.blocks_token + s.block_write_idx * args.strides.blocks_row
                            : nullptr;
+  const bf16_bits* delta = s.has_delta ? args.delta + t * args.strides.delta : nullptr;
   for (std::int64_t h = 0; h < s.hidden; ++h) {
-    float sum = bf16_to_float(prefix[h]);
-    if (s.has_delta) sum += bf16_to_float(args.delta[t * args.strides.delta + h]);
-    prefix[h] = float_to_bf16(sum);
+    prefix[h] = residual_sum(prefix[h], delta ? delta[h] : bf16_bits(0), s.has_delta);
     if (written) written[h] = prefix[h];
   }
 }

@@ -18,14 +18,13 @@ __global__ void upcast_kernel(const bf16_bits* in, double* out, std::int64_t cou
     out[i] = bf16_to_float(in[i]);
 }
 
-// p = bf16(float32(prefix) + float32(delta)) in prefix's layout; also into the written block.
+// p (residual_sum) in prefix's layout; also into the written block.
 __global__ void prefix_sum_kernel(AttnResArgs a, double* p, double* blocks) {
   const std::int64_t total = a.shape.tokens * a.shape.hidden;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t t = i / a.shape.hidden, h = i % a.shape.hidden;
-    float sum = bf16_to_float(a.prefix[t * a.strides.prefix + h]);
-    if (a.shape.has_delta) sum += bf16_to_float(a.delta[t * a.strides.delta + h]);
-    const double value = bf16_to_float(float_to_bf16(sum));
+    const bf16_bits delta = a.shape.has_delta ? a.delta[t * a.strides.delta + h] : bf16_bits(0);
+    const double value = bf16_to_float(residual_sum(a.prefix[t * a.strides.prefix + h], delta, a.shape.has_delta));
     p[t * a.strides.prefix + h] = value;
     if (a.shape.block_write_idx >= 0)
       blocks[t * a.strides.blocks_token + std::int64_t(a.shape.block_write_idx) * a.strides.blocks_row + h] = value;
@@ -112,7 +111,7 @@ unsigned grid_for(std::int64_t count) {
 
 }  // namespace
 
-std::vector<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream) {
+DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream) {
   const AttnResShape& s = a.shape;
   const std::int64_t tokens = s.tokens, hidden = s.hidden;
   const int sources = s.num_blocks + 1;
@@ -168,10 +167,8 @@ std::vector<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream) 
   finish_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(a, p.get(), weights.get(), mixed.get());
   ATTNRES_CHECK_LAUNCH("finish_kernel");
 
-  std::vector<double> out(std::size_t(tokens * hidden));
-  ATTNRES_CUDA_CHECK(cudaMemcpyAsync(out.data(), mixed.get(), mixed.bytes(), cudaMemcpyDeviceToHost, stream));
   ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return out;
+  return mixed;
 }
 
 }  // namespace attnres

@@ -3,18 +3,18 @@
 // blocks, lda = the blocks' row stride) and the mix; small kernels do the norms and softmax.
 #pragma once
 #include <optional>
-#include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "kernels/checked_size.h"
+#include "kernels/device_buffer.h"
 #include "kernels/problem.h"
 
 namespace attnres {
 
 // `args` holds device pointers to the inputs as they were before the kernel ran; they are
-// not modified. Returns out [T*H] in float64.
-std::vector<double> cublas_reference(const AttnResArgs& args, cudaStream_t stream);
+// not modified. Returns out [T*H] in float64, on the device.
+DeviceBuffer<double> cublas_reference(const AttnResArgs& args, cudaStream_t stream);
 
 // Device bytes cublas_reference allocates beside the inputs (its float64 copies and
 // intermediates), as it sizes them; nothing when that overflows int64.

@@ -5,6 +5,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <random>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -13,11 +17,11 @@
 #include "app/commands.h"
 #include "app/host_tensors.h"
 #include "app/runner.h"
+#include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/launch.h"
 #include "kernels/layout_guard.h"
 #include "reference/cpu_reference.h"
-#include "reference/cublas_reference.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -66,7 +70,7 @@ TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
 }
 
 // The CUDA backend generates a case's inputs on the device: storage (canaries, padding, poison
-// and all) must equal the host generator's, bit for bit.
+// and all) must equal the host generator's, bit for bit, and so must the input checksums.
 TEST_F(Gpu, DeviceMadeInputsEqualTheHostsEverywhere) {
   CaseSpec spec = default_case("inputs", 19, 1000, 5, 4);
   spec.seed = testing::fresh_seed();
@@ -75,9 +79,111 @@ TEST_F(Gpu, DeviceMadeInputsEqualTheHostsEverywhere) {
   spec.output_row_stride = 1008;
   SCOPED_TRACE("seed " + std::to_string(spec.seed));
   const CaseTensors host = make_case_tensors(spec);
-  const CaseTensors device = backend_->make_inputs(spec);
-  const auto a = host.all(), b = device.all();
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i]->storage == b[i]->storage) << a[i]->name;
+  const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
+  std::vector<std::pair<std::string, std::string>> host_sums;
+  for (const HostTensor* t : host.all())
+    if (!t->empty() && t->name != "output") host_sums.emplace_back(t->name, checksum(*t));
+  EXPECT_EQ(workspace->input_checksums(), host_sums);
+  workspace->compute_reference();
+  const CaseArtifacts device = workspace->take_artifacts();
+  const auto a = host.all(), b = device.inputs.all(), c = device.after.all();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(a[i]->storage == b[i]->storage) << a[i]->name;
+    EXPECT_TRUE(a[i]->storage == c[i]->storage) << a[i]->name << " changed without a kernel";
+  }
+}
+
+// A CUDA-device kernel that runs the portable kernel and then damages what `damage` says.
+class DamagingKernel : public KernelEntry {
+ public:
+  explicit DamagingKernel(std::function<void(const AttnResArgs&)> damage) : damage_(std::move(damage)) {}
+  std::string name() const override { return "damaging"; }
+  OperandPlace operands() const override { return OperandPlace::cuda_device; }
+  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&, const DeviceDescription&) const override {
+    return std::nullopt;
+  }
+  void launch(const AttnResArgs& args, const LaunchOptions&, cudaStream_t stream) override {
+    launch_portable(args, stream);
+    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
+    damage_(args);
+  }
+
+ private:
+  std::function<void(const AttnResArgs&)> damage_;
+};
+
+void poke(const bf16_bits* address, bf16_bits value) {
+  ATTNRES_CUDA_CHECK(cudaMemcpy(const_cast<bf16_bits*>(address), &value, sizeof value, cudaMemcpyHostToDevice));
+}
+
+// Runs `spec` keeping its artifacts (replayed from host tensors with `replay`) and judges the
+// tensors again with the host loops: the device reductions must report the same, field by field.
+CaseResult expect_device_checks_match_the_hosts(Backend& backend, const CaseSpec& spec, const RunOptions& options, bool replay) {
+  std::optional<CaseArtifacts> artifacts;
+  const InputSource source{[&] { return make_case_tensors(spec); }, 0};
+  const CaseResult r = run_case(spec, backend, options, replay ? &source : nullptr, &artifacts);
+  if (!artifacts || !r.comparison) {
+    ADD_FAILURE() << spec.name << ": the kernel did not run: " << r.detail;
+    return r;
+  }
+  const Comparison host = compare_output(artifacts->after.output, artifacts->reference, spec.atol, spec.rtol);
+  const Comparison& device = *r.comparison;
+  EXPECT_EQ(device.mismatched, host.mismatched);
+  EXPECT_EQ(device.nan_count, host.nan_count);
+  EXPECT_EQ(device.inf_count, host.inf_count);
+  EXPECT_EQ(device.max_abs_error, host.max_abs_error);
+  EXPECT_EQ(device.max_rel_error, host.max_rel_error);
+  EXPECT_EQ(device.worst_token, host.worst_token);
+  EXPECT_EQ(device.worst_column, host.worst_column);
+  EXPECT_TRUE(device.worst_value == host.worst_value || (std::isnan(device.worst_value) && std::isnan(host.worst_value)));
+  EXPECT_EQ(device.worst_reference, host.worst_reference);
+  const ExactnessReport exactness = check_after_run(artifacts->after, expected_after_run(artifacts->inputs));
+  EXPECT_EQ(device.prefix_mismatches, exactness.prefix_mismatches);
+  EXPECT_EQ(device.blocks_mismatches, exactness.blocks_mismatches);
+  EXPECT_EQ(device.first_prefix_mismatch, exactness.first_prefix_mismatch);
+  EXPECT_EQ(device.first_blocks_mismatch, exactness.first_blocks_mismatch);
+  std::vector<std::string> device_violations, host_violations;
+  for (const Violation& v : r.violations) device_violations.push_back(v.to_string());
+  for (const Violation& v : exactness.violations) host_violations.push_back(v.to_string());
+  EXPECT_EQ(device_violations, host_violations);
+  return r;
+}
+
+TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
+  CaseSpec spec = default_case("damaged", 37, 1000, 6, 4);
+  spec.seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(spec.seed));
+  spec.shape.block_write_idx = 5;
+  spec.prefix_row_stride = 1003;
+  spec.blocks_row_stride = 1001;
+  spec.output_row_stride = 1010;
+  backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
+    poke(a.prefix + 5 * a.strides.prefix + 1001, 0);                      // prefix padding
+    poke(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                     // prefix not p
+    poke(a.blocks - 3, 0);                                                  // guard before blocks
+    poke(a.blocks + 36 * a.strides.blocks_token + 5 * a.strides.blocks_row + 999, 0x4000);  // the written block
+    poke(a.blocks + 2 * a.strides.blocks_token + 1 * a.strides.blocks_row + 4, 0x4000);     // a source block
+    poke(a.delta + 30 * a.strides.delta + 2, 0x4000);                                       // delta
+    poke(a.qk_weight + 1000, 0);                                                             // guard after qk_weight
+    poke(a.output + 36 * a.strides.output + 999, kPoisonBits);                              // unwritten
+    poke(a.output + 3 * a.strides.output + 7, 0x4400);                                      // out of tolerance
+    poke(a.output + 4 * a.strides.output + 8, 0x7f80);                                      // +Inf
+  }));
+  RunOptions options;
+  options.kernel = "damaging";
+  for (const bool replay : {false, true}) {
+    SCOPED_TRACE(replay ? "replayed inputs" : "generated inputs");
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
+    EXPECT_EQ(r.violations.size(), 6u) << r.detail;
+    EXPECT_EQ(r.comparison->prefix_mismatches, 1);
+    EXPECT_EQ(r.comparison->blocks_mismatches, 1);
+  }
+  options.kernel.clear();  // and a clean run of the built-in kernel
+  for (const bool replay : {false, true}) {
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::passed) << r.detail;
+  }
 }
 
 TEST_F(Gpu, PortableKernelMatchesTheReferenceOnFreshInputs) {
@@ -148,25 +254,50 @@ TEST_F(Gpu, NativeGuardRefusesBeforeLaunching) {
   EXPECT_EQ(back, host.output.storage);  // still poison and canaries
 }
 
+// The seed bug, judged by the device reductions: the same numbers as the host loops over the
+// same tensors, and the 2204 prefix-padding canaries the native kernel overwrites.
 TEST_F(Gpu, UnguardedSeedReproShowsTheSilentCorruption) {
-  testing::expect_unguarded_seed_repro_corrupts_silently(*backend_);
+  const CaseResult r = testing::expect_unguarded_seed_repro_corrupts_silently(*backend_);
+  ASSERT_FALSE(r.violations.empty());
+  if (r.kernel == "native") EXPECT_EQ(r.violations[0].count, 2204);
+  CaseSpec seed = load_cases({testing::source_path("cases/guard.json")}).cases.at(0);
+  seed.expect = Expectation::pass;
+  RunOptions unguarded;
+  unguarded.disable_layout_guard = true;
+  const CaseResult again = expect_device_checks_match_the_hosts(*backend_, seed, unguarded, false);
+  EXPECT_EQ(again.comparison->max_abs_error, r.comparison->max_abs_error);
+  EXPECT_EQ(again.comparison->mismatched, r.comparison->mismatched);
 }
 
-TEST_F(Gpu, CublasReferenceAgreesWithTheCpuReference) {
-  for (const int nb : {0, 3, 8}) {
-    CaseSpec spec = default_case("xcheck", 19, 7168, 8, nb);
-    spec.seed = testing::fresh_seed();
-    spec.shape.block_write_idx = nb == 3 ? 1 : -1;
-    spec.prefix_row_stride = 7175;
-    spec.blocks_row_stride = 7170;
-    const CaseTensors inputs = make_case_tensors(spec);
-    CaseTensors scratch = inputs;
+// The float64 reference on the device against the CPU's, over random layouts, padded ones included.
+TEST_F(Gpu, DeviceReferenceAgreesWithTheCpuReference) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 random(seed);
+  auto pick = [&](int low, int high) { return int(std::uniform_int_distribution<int>(low, high)(random)); };
+  for (int trial = 0; trial < 8; ++trial) {
+    const int hidden = 8 * pick(1, 1024), max_blocks = pick(0, 10);
+    CaseSpec spec = default_case("xcheck", pick(1, 40), hidden, max_blocks, pick(0, max_blocks));
+    spec.seed = random();
+    spec.shape.block_write_idx = max_blocks ? pick(-1, max_blocks - 1) : -1;
+    spec.shape.has_delta = pick(0, 1);
+    spec.shape.has_output_norm = pick(0, 1);
+    spec.prefix_row_stride = hidden + pick(0, 1) * pick(1, 9);
+    spec.delta_row_stride = hidden + pick(0, 1) * pick(1, 9);
+    spec.blocks_row_stride = hidden + pick(0, 1) * pick(1, 9);
+    SCOPED_TRACE(fmt::format("T={} H={} MAXB={} nb={} write={} strides {} {} {}", spec.shape.tokens, hidden, max_blocks,
+                             spec.shape.num_blocks, spec.shape.block_write_idx, spec.prefix_row_stride,
+                             spec.delta_row_stride, spec.blocks_row_stride));
+    const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
+    EXPECT_EQ(workspace->compute_reference().name, "cublas-float64");
+    const CaseArtifacts device = workspace->take_artifacts();
+    CaseTensors scratch = make_case_tensors(spec);
     const std::vector<double> cpu = cpu_reference(scratch.args());
-    const std::vector<double> gpu = backend_->device_reference(inputs).value();
-    ASSERT_EQ(cpu.size(), gpu.size());
+    ASSERT_EQ(cpu.size(), device.reference.size());
     double worst = 0;
-    for (std::size_t i = 0; i < cpu.size(); ++i) worst = std::fmax(worst, std::fabs(cpu[i] - gpu[i]) / (1.0 + std::fabs(cpu[i])));
-    EXPECT_LT(worst, 1e-10) << "num_blocks " << nb;
+    for (std::size_t i = 0; i < cpu.size(); ++i)
+      worst = std::fmax(worst, std::fabs(cpu[i] - device.reference[i]) / (1.0 + std::fabs(cpu[i])));
+    EXPECT_LT(worst, 1e-10);
   }
 }
 
@@ -323,8 +454,16 @@ TEST_F(Gpu, CasesOverTheDeviceBudgetAreNotRun) {
   const CaseResult r = run_case(spec, *backend_, options);
   EXPECT_EQ(r.disposition, Disposition::not_run);
   EXPECT_NE(r.detail.find("of device memory; the budget is 1048576 bytes"), std::string::npos) << r.detail;
-  const CaseFootprint need = case_footprint(spec, *backend_, RunOptions{}, false);
-  EXPECT_EQ(need.device_bytes, case_storage_bytes(spec.shape, spec.strides()));
+  // The tensors, and the reference's float64 buffers beside them; nothing on the host.
+  const CaseFootprint need = case_footprint(spec, *backend_, false);
+  EXPECT_GT(need.device_bytes.value(), *case_storage_bytes(spec.shape, spec.strides()) + 320 * 7168 * 8);
+  EXPECT_EQ(need.host_bytes, 0);
+  // Without a budget, the device's free memory decides.
+  CaseSpec huge = default_case("huge", std::int64_t(1) << 24, 7168, 8, 8);
+  const CaseResult h = run_case(huge, *backend_, RunOptions{});
+  EXPECT_EQ(h.disposition, Disposition::not_run);
+  EXPECT_NE(h.detail.find("of device memory; the budget is"), std::string::npos) << h.detail;
+  EXPECT_NE(h.detail.find("(the device's free memory; --max-device-memory sets it)"), std::string::npos) << h.detail;
 }
 
 }  // namespace

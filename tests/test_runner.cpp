@@ -21,11 +21,13 @@ class FakeBackend : public Backend {
   DeviceDescription device() const override { return {true, "fake H200", 9, 0}; }
   NativeImages native_images() const override { return {true, true}; }
   OperandPlace operand_place() const override { return OperandPlace::host; }
-  void execute(KernelEntry&, const LaunchOptions&, CaseTensors& t) override { kernel_(t); }
-  std::optional<std::vector<double>> device_reference(const CaseTensors&) override { return std::nullopt; }
+  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) override {
+    const HostExecutor run = [this](KernelEntry&, const LaunchOptions&, CaseTensors& t) { kernel_(t); };
+    return make_host_workspace(inputs ? inputs->make() : make_case_tensors(spec), run, keep_artifacts);
+  }
   bool usable() const override { return usable_; }
-  std::optional<std::int64_t> device_bytes(const AttnResShape& shape, const AttnResStrides& strides, bool) const override {
-    return case_storage_bytes(shape, strides);
+  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts, bool) const override {
+    return {host_workspace_bytes(shape, strides, keep_artifacts), case_storage_bytes(shape, strides)};
   }
   std::optional<std::int64_t> free_device_bytes() const override { return free_device_bytes_; }
   bool usable_ = true;
@@ -196,7 +198,7 @@ TEST(Runner, AReferenceThatIsNotFiniteIsTheCasesFaultNotAPass) {
 }
 
 TEST(Compare, NonFiniteValuesMismatchUnlessEqual) {
-  HostTensor out = make_tensor("output", 1, 4, 4);
+  HostTensor out = make_tensor({"output", 1, 4, 4});
   out.at(0, 0) = float_to_bf16(1.0f);
   out.at(0, 1) = float_to_bf16(NAN);
   out.at(0, 2) = float_to_bf16(INFINITY);

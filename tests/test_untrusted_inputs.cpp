@@ -147,12 +147,46 @@ TEST(UntrustedSafetensors, StoredChecksumsAreVerified) {
   std::ofstream(inputs, std::ios::binary) << raw;
   const CommandOutput flipped = run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--json", replay_report});
   EXPECT_EQ(flipped.exit_code, kExitBadInput);
-  EXPECT_NE(flipped.notes.find(inputs + ": /__metadata__/checksum.prefix: the data gives fnv1a64:"), std::string::npos)
+  EXPECT_NE(flipped.notes.find(inputs + ": /__metadata__/checksum.prefix: the data gives mix64sum:"), std::string::npos)
       << flipped.notes << flipped.text;
   EXPECT_NE(flipped.notes.find("(--no-verify-checksums replays it anyway)"), std::string::npos);
   EXPECT_EQ(json::parse(read_file(replay_report))["summary"]["load_errors"], 1);
   const CommandOutput anyway = run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--no-verify-checksums"});
   EXPECT_EQ(anyway.exit_code, kExitOk) << anyway.notes;
+}
+
+// Bundles written before mix64sum carry FNV-1a 64 checksums: still verified, by their name.
+TEST(UntrustedSafetensors, EarlierFnvChecksumsAreVerifiedAndUnknownKindsAreErrors) {
+  CaseSpec spec = default_case("fnv", 3, 64, 2, 2);
+  spec.seed = testing::fresh_seed();
+  const CaseTensors tensors = make_case_tensors(spec);
+  const SafetensorsFile written = inputs_file(spec, tensors);
+  EXPECT_EQ(written.metadata.at("checksum.prefix"), checksum(tensors.prefix));
+  EXPECT_EQ(checksum(tensors.prefix).rfind("mix64sum:", 0), 0u);
+  Fnv1a64 fnv;
+  for (std::int64_t row = 0; row < 3; ++row)
+    for (std::int64_t col = 0; col < 64; ++col) fnv.add(tensors.prefix.at(row, col));
+  auto replay_with = [&](const std::string& stored) {
+    SafetensorsFile file = written;
+    file.metadata["checksum.prefix"] = stored;
+    CaseSpec replayed = spec;
+    ReplayInputs(std::move(file), "in.safetensors", replayed, true);
+  };
+  EXPECT_NO_THROW(replay_with(fnv.text()));
+  std::string wrong = fnv.text();
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  try {
+    replay_with(wrong);
+    FAIL() << "a wrong fnv1a64 checksum replayed";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("/__metadata__/checksum.prefix: the data gives " + fnv.text()), std::string::npos) << e.what();
+  }
+  try {
+    replay_with("crc32:1234");
+    FAIL() << "an unknown checksum kind replayed";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"crc32:1234\" is not a checksum this tool knows"), std::string::npos) << e.what();
+  }
 }
 
 TEST(UntrustedSafetensors, DuplicateHeaderKeysAreErrors) {
@@ -294,12 +328,12 @@ TEST(MemoryBudget, CasesOverTheBudgetAreNotRunWithTheBytes) {
 
   auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
   const CaseSpec spec = load_cases({path}).cases.at(0);
-  const CaseFootprint need = case_footprint(spec, *backend, RunOptions{}, false);
-  // Three copies of every tensor's storage (inputs, after the run, expected; prefix alone:
-  // 3 * 2^31 elements of 2 bytes) and the float64 output.
+  const CaseFootprint need = case_footprint(spec, *backend, false);
+  // Two copies of every tensor's storage (the kernel's, and the reference's which ends as the
+  // expected state; prefix alone: 2 * 2^31 elements of 2 bytes) and the float64 output.
   ASSERT_TRUE(need.host_bytes);
-  EXPECT_GT(*need.host_bytes, 3 * 3 * (std::int64_t(1) << 31) * 2);
-  EXPECT_EQ(*need.host_bytes, 3 * *case_storage_bytes(spec.shape, spec.strides()) + 3 * 8 * 8);
+  EXPECT_GT(*need.host_bytes, 2 * 3 * (std::int64_t(1) << 31) * 2);
+  EXPECT_EQ(*need.host_bytes, 2 * *case_storage_bytes(spec.shape, spec.strides()) + 3 * 8 * 8);
   EXPECT_EQ(need.device_bytes, 0);
 }
 

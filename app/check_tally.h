@@ -1,0 +1,74 @@
+// What the checks after a run find, wherever they run: the host loops (app/checks.cpp) and the
+// device reductions (app/device_checks.cu) apply the same per-element rules below and return the
+// same tallies, which app/checks.cpp words for reports.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace attnres {
+
+// Kinds of damage to one tensor, in the order reports list them.
+enum class Damage : int {
+  guard_before,    // the guard region before the allocation overwritten
+  guard_after,     // the guard region after it
+  padding,         // a row's padding canary overwritten
+  input_changed,   // an element of an input the kernel must not write
+  unwritten,       // an output element still holding poison
+  state_mismatch,  // prefix, or the written block, differs from p
+};
+constexpr int kDamageKinds = 6;
+
+// Element offsets count from a tensor's first logical element: negative in the guard region
+// before it, span and beyond in the one after.
+constexpr std::int64_t kNoOffset = INT64_MAX;
+
+struct TensorTally {
+  std::int64_t count[kDamageKinds] = {0, 0, 0, 0, 0, 0};
+  std::int64_t first[kDamageKinds] = {kNoOffset, kNoOffset, kNoOffset, kNoOffset, kNoOffset, kNoOffset};
+  bf16_bits state_got = 0, state_want = 0;  // at first[state_mismatch]
+};
+
+// What a tensor's logical elements must hold after a run.
+enum class TensorRole : int {
+  state,   // prefix: p
+  blocks,  // the written block p, the others unchanged
+  input,   // delta and the weights: unchanged
+  output,  // anything but poison
+};
+
+// The damage the element at `offset` shows (-1: none). `want` is what the element must hold
+// (ignored for the output's logical elements); `state_row`: a row that must hold p.
+ATTNRES_HD int damage_at(std::int64_t offset, std::int64_t span, std::int64_t columns, std::int64_t row_stride,
+                         bool is_output, bool state_row, bf16_bits got, bf16_bits want) {
+  if (offset < 0) return got != want ? int(Damage::guard_before) : -1;
+  if (offset >= span) return got != want ? int(Damage::guard_after) : -1;
+  if (offset % row_stride >= columns) return got != want ? int(Damage::padding) : -1;
+  if (is_output) return got == kPoisonBits ? int(Damage::unwritten) : -1;
+  if (got == want) return -1;
+  return state_row ? int(Damage::state_mismatch) : int(Damage::input_changed);
+}
+
+ATTNRES_HD bool is_finite_value(double x) { return x == x && x != INFINITY && x != -INFINITY; }
+
+// |got - want| as the comparison sees it: a non-finite value matches only the same non-finite
+// reference (torch's equal_nan=False), otherwise it is infinitely far off.
+ATTNRES_HD double output_difference(double got, double want) {
+  if (is_finite_value(got) && is_finite_value(want)) return fabs(got - want);
+  return got == want ? 0.0 : INFINITY;
+}
+
+ATTNRES_HD bool output_mismatch(double got, double want, double difference, double atol, double rtol) {
+  return !(got == want || (is_finite_value(got) && is_finite_value(want) && difference <= atol + rtol * fabs(want)));
+}
+
+// The output against the reference over the logical [T, H] elements.
+struct OutputTally {
+  std::int64_t mismatched = 0, nan_count = 0, inf_count = 0;
+  double max_abs_error = 0, max_rel_error = 0;
+  std::int64_t worst_index = 0;  // t * H + h of the first element with the largest difference
+  double worst_value = 0, worst_reference = 0;
+};
+
+}  // namespace attnres

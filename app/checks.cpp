@@ -1,0 +1,223 @@
+#include "app/checks.h"
+
+#include <fmt/format.h>
+
+#include "kernels/parallel.h"
+#include "reference/cpu_reference.h"
+
+namespace attnres {
+
+std::string Comparison::mismatch_summary() const {
+  const double percent = total ? 100.0 * double(mismatched) / double(total) : 0.0;
+  return fmt::format("Mismatched elements: {} / {} ({:.1f}%)", mismatched, total, percent);
+}
+
+Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol, double rtol) {
+  Comparison c;
+  c.atol = atol;
+  c.rtol = rtol;
+  c.total = tokens * hidden;
+  c.mismatched = tally.mismatched;
+  c.nan_count = tally.nan_count;
+  c.inf_count = tally.inf_count;
+  c.max_abs_error = tally.max_abs_error;
+  c.max_rel_error = tally.max_rel_error;
+  c.worst_token = tally.worst_index / hidden;
+  c.worst_column = tally.worst_index % hidden;
+  c.worst_value = tally.worst_value;
+  c.worst_reference = tally.worst_reference;
+  return c;
+}
+
+namespace {
+
+// One chunk of rows of compare_output; `worst` is -1 until an element is seen.
+OutputTally tally_output_rows(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol,
+                              std::int64_t row_begin, std::int64_t row_end, double& worst) {
+  OutputTally tally;
+  for (std::int64_t t = row_begin; t < row_end; ++t)
+    for (std::int64_t h = 0; h < output.columns; ++h) {
+      const double got = bf16_to_float(output.at(t, h));
+      const std::int64_t index = t * output.columns + h;
+      const double want = reference[std::size_t(index)];
+      if (got != got) ++tally.nan_count;
+      else if (!is_finite_value(got)) ++tally.inf_count;
+      const double difference = output_difference(got, want);
+      if (output_mismatch(got, want, difference, atol, rtol)) ++tally.mismatched;
+      if (difference > worst) {
+        worst = difference;
+        tally.worst_index = index;
+        tally.worst_value = got;
+        tally.worst_reference = want;
+      }
+      if (is_finite_value(difference) && want != 0.0)
+        tally.max_rel_error = std::fmax(tally.max_rel_error, difference / std::fabs(want));
+    }
+  return tally;
+}
+
+}  // namespace
+
+Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
+  constexpr std::int64_t kMinRows = 64;
+  std::vector<OutputTally> parts(std::size_t(chunk_count(output.rows, kMinRows)));
+  std::vector<double> worsts(parts.size(), -1.0);
+  parallel_chunks(output.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+    parts[std::size_t(chunk)] = tally_output_rows(output, reference, atol, rtol, begin, end, worsts[std::size_t(chunk)]);
+  });
+  OutputTally total;
+  double worst = -1.0;
+  // In row order, the first of equal worst differences wins, as in one pass over the rows.
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const OutputTally& p = parts[i];
+    total.mismatched += p.mismatched;
+    total.nan_count += p.nan_count;
+    total.inf_count += p.inf_count;
+    total.max_rel_error = std::fmax(total.max_rel_error, p.max_rel_error);
+    if (worsts[i] > worst) {
+      worst = worsts[i];
+      total.worst_index = p.worst_index;
+      total.worst_value = p.worst_value;
+      total.worst_reference = p.worst_reference;
+    }
+  }
+  total.max_abs_error = std::fmax(worst, 0.0);
+  return comparison_from(total, output.rows, output.columns, atol, rtol);
+}
+
+std::string Violation::to_string() const {
+  if (row < 0) return fmt::format("{}: {} at offset {} ({} elements)", tensor, kind, col, count);
+  return fmt::format("{}: {} at row {} col {} ({} elements)", tensor, kind, row, col, count);
+}
+
+TensorRole tensor_role(std::size_t index) {
+  switch (index) {
+    case 0: return TensorRole::state;
+    case 2: return TensorRole::blocks;
+    case 6: return TensorRole::output;
+    default: return TensorRole::input;
+  }
+}
+
+namespace {
+
+std::string mismatch_text(std::int64_t row, std::int64_t col, bf16_bits got, bf16_bits want) {
+  return fmt::format("row {} col {}: got 0x{:04x} ({}), expected 0x{:04x} ({})", row, col, got, bf16_to_float(got),
+                     want, bf16_to_float(want));
+}
+
+void add_damage(TensorTally& tally, int kind, std::int64_t offset, bf16_bits got, bf16_bits want) {
+  ++tally.count[kind];
+  if (offset >= tally.first[kind]) return;
+  tally.first[kind] = offset;
+  if (kind == int(Damage::state_mismatch)) {
+    tally.state_got = got;
+    tally.state_want = want;
+  }
+}
+
+void merge_tally(TensorTally& into, const TensorTally& other) {
+  for (int kind = 0; kind < kDamageKinds; ++kind) {
+    into.count[kind] += other.count[kind];
+    if (other.first[kind] < into.first[kind]) {
+      into.first[kind] = other.first[kind];
+      if (kind == int(Damage::state_mismatch)) {
+        into.state_got = other.state_got;
+        into.state_want = other.state_want;
+      }
+    }
+  }
+}
+
+bool is_state_row(TensorRole role, std::int64_t row, const AttnResShape& s) {
+  return role == TensorRole::state ||
+         (role == TensorRole::blocks && s.max_blocks > 0 && row % s.max_blocks == s.block_write_idx);
+}
+
+TensorTally tally_tensor(const HostTensor& got, const HostTensor& want, TensorRole role, const AttnResShape& s) {
+  const std::int64_t span = want.span();
+  auto visit = [&](TensorTally& tally, std::int64_t offset, bool state_row) {
+    const bf16_bits g = got.data()[offset], w = want.data()[offset];
+    const int kind = damage_at(offset, span, want.columns, want.row_stride, role == TensorRole::output, state_row, g, w);
+    if (kind >= 0) add_damage(tally, kind, offset, g, w);
+  };
+  TensorTally total;
+  for (std::int64_t k = 0; k < kGuardElements; ++k) {
+    visit(total, k - kGuardElements, false);
+    visit(total, span + k, false);
+  }
+  constexpr std::int64_t kMinRows = 64;
+  std::vector<TensorTally> parts(std::size_t(chunk_count(want.rows, kMinRows)));
+  parallel_chunks(want.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const bool state_row = is_state_row(role, row, s);
+      for (std::int64_t col = 0; col < want.row_stride; ++col) visit(parts[std::size_t(chunk)], row * want.row_stride + col, state_row);
+    }
+  });
+  for (const TensorTally& part : parts) merge_tally(total, part);
+  return total;
+}
+
+}  // namespace
+
+ExactnessReport exactness_report(const std::vector<TensorTally>& tallies, const std::vector<TensorLayout>& layouts,
+                                 const AttnResShape& shape) {
+  static const char* const kWording[] = {"guard region before the allocation overwritten",
+                                         "guard region after the allocation overwritten", "padding canary overwritten",
+                                         "input modified", "output element not written (still poison)"};
+  ExactnessReport report;
+  for (std::size_t i = 0; i < tallies.size(); ++i) {
+    const TensorTally& tally = tallies[i];
+    const TensorLayout& layout = layouts[i];
+    auto violation_at = [&](int kind) {
+      Violation v{layout.name, kWording[kind]};
+      const std::int64_t offset = tally.first[kind];
+      v.count = tally.count[kind];
+      if (offset < 0 || offset >= layout.span()) {
+        v.col = offset;  // in a guard region
+      } else {
+        v.row = offset / layout.row_stride;
+        v.col = offset % layout.row_stride;
+      }
+      return v;
+    };
+    for (const Damage kind : {Damage::guard_before, Damage::guard_after, Damage::padding, Damage::input_changed, Damage::unwritten})
+      if (tally.count[int(kind)]) report.violations.push_back(violation_at(int(kind)));
+    report.output_unwritten += tally.count[int(Damage::unwritten)];
+    const std::int64_t mismatches = tally.count[int(Damage::state_mismatch)];
+    if (!mismatches) continue;
+    const std::int64_t offset = tally.first[int(Damage::state_mismatch)];
+    const std::int64_t row = offset / layout.row_stride, col = offset % layout.row_stride;
+    if (tensor_role(i) == TensorRole::blocks) {
+      report.blocks_mismatches += mismatches;
+      report.first_blocks_mismatch = mismatch_text(row / shape.max_blocks, col, tally.state_got, tally.state_want) +
+                                     fmt::format(" (block {})", row % shape.max_blocks);
+    } else {
+      report.prefix_mismatches += mismatches;
+      report.first_prefix_mismatch = mismatch_text(row, col, tally.state_got, tally.state_want);
+    }
+  }
+  return report;
+}
+
+CaseTensors expected_after_run(const CaseTensors& before) {
+  CaseTensors expected = before;
+  const AttnResArgs args = expected.args();
+  parallel_for(before.shape.tokens, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t = begin; t < end; ++t) apply_residual(args, t);
+  });
+  return expected;
+}
+
+ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& expected) {
+  const auto got = after.all(), want = expected.all();
+  std::vector<TensorTally> tallies;
+  std::vector<TensorLayout> layouts;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    tallies.push_back(tally_tensor(*got[i], *want[i], tensor_role(i), expected.shape));
+    layouts.push_back(*want[i]);
+  }
+  return exactness_report(tallies, layouts, expected.shape);
+}
+
+}  // namespace attnres

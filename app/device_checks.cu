@@ -1,0 +1,288 @@
+#include "app/device_checks.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "app/input_checksum.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_buffer.h"
+#include "kernels/problem.h"
+
+namespace attnres {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(std::int64_t count) {
+  return unsigned(std::max<std::int64_t>(1, std::min<std::int64_t>((count + kThreads - 1) / kThreads, 4096)));
+}
+
+// Grid-stride loops: every thread of a launch reaches the warp reductions below.
+#define ATTNRES_GRID_STRIDE(i, count)                                                            \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (count); \
+       i += std::int64_t(gridDim.x) * blockDim.x)
+
+__device__ unsigned long long warp_sum(unsigned long long value) {
+  for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_down_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+__device__ long long warp_min(long long value) {
+  for (int offset = 16; offset > 0; offset >>= 1) value = min(value, __shfl_down_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+__device__ unsigned long long warp_max(unsigned long long value) {
+  for (int offset = 16; offset > 0; offset >>= 1) value = max(value, __shfl_down_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+// One atomic per warp: tallies of violations can run into the millions.
+__device__ void add_to(unsigned long long* total, unsigned long long value) {
+  value = warp_sum(value);
+  if (threadIdx.x % 32 == 0 && value) atomicAdd(total, value);
+}
+
+__device__ void min_to(long long* total, long long value) {
+  value = warp_min(value);
+  if (threadIdx.x % 32 == 0 && value != kNoOffset) atomicMin(total, value);
+}
+
+__device__ void max_to(unsigned long long* total, unsigned long long value) {
+  value = warp_max(value);
+  if (threadIdx.x % 32 == 0 && value) atomicMax(total, value);
+}
+
+// Non-negative doubles order as their bit patterns.
+__device__ unsigned long long order_bits(double value) { return (unsigned long long)(__double_as_longlong(value)); }
+
+// Copies a device accumulator's initial value in, and its final value back.
+template <class T>
+class Accumulator {
+ public:
+  Accumulator(const T& initial, cudaStream_t stream) : buffer_(1), stream_(stream) {
+    ATTNRES_CUDA_CHECK(cudaMemcpyAsync(buffer_.get(), &initial, sizeof(T), cudaMemcpyHostToDevice, stream));
+  }
+  T* get() const { return buffer_.get(); }
+  T result() const {
+    T value;
+    ATTNRES_CUDA_CHECK(cudaMemcpyAsync(&value, buffer_.get(), sizeof(T), cudaMemcpyDeviceToHost, stream_));
+    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return value;
+  }
+
+ private:
+  DeviceBuffer<T> buffer_;
+  cudaStream_t stream_;
+};
+
+template <class T>
+T read_element(const T* address, cudaStream_t stream) {
+  T value;
+  ATTNRES_CUDA_CHECK(cudaMemcpyAsync(&value, address, sizeof(T), cudaMemcpyDeviceToHost, stream));
+  ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return value;
+}
+
+__global__ void fill_kernel(bf16_bits* data, std::int64_t count, bf16_bits value) {
+  ATTNRES_GRID_STRIDE(i, count) data[i] = value;
+}
+
+__global__ void fill_rows_kernel(DeviceTensorView t, bf16_bits value) {
+  ATTNRES_GRID_STRIDE(i, t.rows * t.columns) t.data[(i / t.columns) * t.row_stride + i % t.columns] = value;
+}
+
+__global__ void checksum_kernel(DeviceTensorView t, unsigned long long* sum) {
+  unsigned long long partial = 0;
+  ATTNRES_GRID_STRIDE(i, t.rows * t.columns) {
+    partial += checksum_term(std::uint64_t(i), t.data[(i / t.columns) * t.row_stride + i % t.columns]);
+  }
+  add_to(sum, partial);
+}
+
+__device__ bf16_bits pristine_at(const PristineValues& p, std::int64_t offset, std::int64_t index, bool logical) {
+  if (p.copy) return p.copy[offset];
+  if (!logical) return kCanaryBits;
+  return generate_bf16(p.key, p.dist, std::uint64_t(index));
+}
+
+__device__ bf16_bits residual_at(const ResidualSources& r, std::int64_t t, std::int64_t h) {
+  const bf16_bits prefix = pristine_at(r.prefix, t * r.prefix_stride + h, t * r.hidden + h, true);
+  const bf16_bits delta = r.has_delta ? pristine_at(r.delta, t * r.delta_stride + h, t * r.hidden + h, true) : bf16_bits(0);
+  return residual_sum(prefix, delta, r.has_delta);
+}
+
+// What the element at `offset` must hold after a correct run, and whether its row must hold p.
+__device__ bf16_bits wanted_at(const DeviceTensorView& t, TensorRole role, const PristineValues& pristine,
+                               const ResidualSources& r, std::int64_t offset, bool& state_row) {
+  state_row = false;
+  if (offset < 0 || offset >= t.rows * t.row_stride) return pristine_at(pristine, offset, 0, false);
+  const std::int64_t row = offset / t.row_stride, col = offset % t.row_stride;
+  state_row = role == TensorRole::state ||
+              (role == TensorRole::blocks && r.max_blocks > 0 && row % r.max_blocks == r.block_write_idx);
+  if (col >= t.columns) return pristine_at(pristine, offset, 0, false);
+  if (role == TensorRole::output) return kPoisonBits;
+  if (state_row) return residual_at(r, role == TensorRole::state ? row : row / r.max_blocks, col);
+  return pristine_at(pristine, offset, row * t.columns + col, true);
+}
+
+struct CheckTotals {
+  unsigned long long count[kDamageKinds];
+  long long first[kDamageKinds];
+};
+
+__global__ void check_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
+                             CheckTotals* totals) {
+  unsigned long long count[kDamageKinds] = {};
+  long long first[kDamageKinds];
+  for (int k = 0; k < kDamageKinds; ++k) first[k] = kNoOffset;
+  const std::int64_t span = t.rows * t.row_stride;
+  ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
+    const std::int64_t offset = i - t.guard;
+    bool state_row = false;
+    const bf16_bits want = wanted_at(t, role, pristine, r, offset, state_row);
+    const int kind = damage_at(offset, span, t.columns, t.row_stride, role == TensorRole::output, state_row,
+                               t.data[offset], want);
+    if (kind >= 0) {
+      ++count[kind];
+      first[kind] = min(first[kind], (long long)offset);
+    }
+  }
+  for (int k = 0; k < kDamageKinds; ++k) {
+    add_to(&totals->count[k], count[k]);
+    min_to(&totals->first[k], first[k]);
+  }
+}
+
+__global__ void state_probe_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
+                                   std::int64_t offset, bf16_bits* got_want) {
+  bool state_row = false;
+  got_want[0] = t.data[offset];
+  got_want[1] = wanted_at(t, role, pristine, r, offset, state_row);
+}
+
+struct CompareTotals {
+  unsigned long long mismatched, nan_count, inf_count, max_abs_bits, max_rel_bits;
+  long long worst_index;
+};
+
+__global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol, CompareTotals* totals) {
+  unsigned long long mismatched = 0, nans = 0, infs = 0, max_abs = 0, max_rel = 0;
+  ATTNRES_GRID_STRIDE(i, out.rows * out.columns) {
+    const double got = bf16_to_float(out.data[(i / out.columns) * out.row_stride + i % out.columns]);
+    const double want = reference[i];
+    if (got != got) ++nans;
+    else if (!is_finite_value(got)) ++infs;
+    const double difference = output_difference(got, want);
+    if (output_mismatch(got, want, difference, atol, rtol)) ++mismatched;
+    max_abs = max(max_abs, order_bits(difference));
+    if (is_finite_value(difference) && want != 0.0) max_rel = max(max_rel, order_bits(difference / fabs(want)));
+  }
+  add_to(&totals->mismatched, mismatched);
+  add_to(&totals->nan_count, nans);
+  add_to(&totals->inf_count, infs);
+  max_to(&totals->max_abs_bits, max_abs);
+  max_to(&totals->max_rel_bits, max_rel);
+}
+
+// The first element whose difference is the largest: the one a pass over the rows reports.
+__global__ void worst_index_kernel(DeviceTensorView out, const double* reference, CompareTotals* totals) {
+  const double largest = __longlong_as_double((long long)totals->max_abs_bits);
+  long long first = kNoOffset;
+  ATTNRES_GRID_STRIDE(i, out.rows * out.columns) {
+    const double got = bf16_to_float(out.data[(i / out.columns) * out.row_stride + i % out.columns]);
+    if (output_difference(got, reference[i]) == largest) first = min(first, (long long)i);
+  }
+  min_to(&totals->worst_index, first);
+}
+
+__global__ void first_non_finite_kernel(const double* values, std::int64_t count, long long* first) {
+  long long found = kNoOffset;
+  ATTNRES_GRID_STRIDE(i, count) {
+    if (!is_finite_value(values[i])) found = min(found, (long long)i);
+  }
+  min_to(first, found);
+}
+
+}  // namespace
+
+void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaStream_t stream) {
+  if (count == 0) return;
+  fill_kernel<<<grid_for(count), kThreads, 0, stream>>>(data, count, value);
+  ATTNRES_CHECK_LAUNCH("fill_kernel");
+}
+
+void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaStream_t stream) {
+  if (tensor.rows * tensor.columns == 0) return;
+  fill_rows_kernel<<<grid_for(tensor.rows * tensor.columns), kThreads, 0, stream>>>(tensor, value);
+  ATTNRES_CHECK_LAUNCH("fill_rows_kernel");
+}
+
+std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t stream) {
+  Accumulator<unsigned long long> sum(0, stream);
+  checksum_kernel<<<grid_for(tensor.rows * tensor.columns), kThreads, 0, stream>>>(tensor, sum.get());
+  ATTNRES_CHECK_LAUNCH("checksum_kernel");
+  return sum.result();
+}
+
+TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole role, const PristineValues& pristine,
+                                   const ResidualSources& residual, cudaStream_t stream) {
+  CheckTotals initial{};
+  for (long long& first : initial.first) first = kNoOffset;
+  Accumulator<CheckTotals> totals(initial, stream);
+  const std::int64_t elements = tensor.rows * tensor.row_stride + 2 * tensor.guard;
+  check_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, role, pristine, residual, totals.get());
+  ATTNRES_CHECK_LAUNCH("check_kernel");
+  const CheckTotals result = totals.result();
+  TensorTally tally;
+  for (int k = 0; k < kDamageKinds; ++k) {
+    tally.count[k] = std::int64_t(result.count[k]);
+    tally.first[k] = result.first[k];
+  }
+  const std::int64_t state = tally.first[int(Damage::state_mismatch)];
+  if (state != kNoOffset) {
+    DeviceBuffer<bf16_bits> got_want(2);
+    state_probe_kernel<<<1, 1, 0, stream>>>(tensor, role, pristine, residual, state, got_want.get());
+    ATTNRES_CHECK_LAUNCH("state_probe_kernel");
+    bf16_bits bits[2];
+    ATTNRES_CUDA_CHECK(cudaMemcpyAsync(bits, got_want.get(), sizeof bits, cudaMemcpyDeviceToHost, stream));
+    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
+    tally.state_got = bits[0];
+    tally.state_want = bits[1];
+  }
+  return tally;
+}
+
+OutputTally compare_output_on_device(const DeviceTensorView& output, const double* reference, double atol, double rtol,
+                                     cudaStream_t stream) {
+  CompareTotals initial{};
+  initial.worst_index = kNoOffset;
+  Accumulator<CompareTotals> totals(initial, stream);
+  const std::int64_t elements = output.rows * output.columns;
+  compare_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, atol, rtol, totals.get());
+  ATTNRES_CHECK_LAUNCH("compare_kernel");
+  worst_index_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, totals.get());
+  ATTNRES_CHECK_LAUNCH("worst_index_kernel");
+  const CompareTotals result = totals.result();
+  OutputTally tally;
+  tally.mismatched = std::int64_t(result.mismatched);
+  tally.nan_count = std::int64_t(result.nan_count);
+  tally.inf_count = std::int64_t(result.inf_count);
+  std::memcpy(&tally.max_abs_error, &result.max_abs_bits, sizeof(double));
+  std::memcpy(&tally.max_rel_error, &result.max_rel_bits, sizeof(double));
+  tally.worst_index = result.worst_index;
+  const std::int64_t t = tally.worst_index / output.columns, h = tally.worst_index % output.columns;
+  tally.worst_value = bf16_to_float(read_element(output.data + t * output.row_stride + h, stream));
+  tally.worst_reference = read_element(reference + tally.worst_index, stream);
+  return tally;
+}
+
+std::int64_t first_non_finite_on_device(const double* values, std::int64_t count, cudaStream_t stream) {
+  Accumulator<long long> first(kNoOffset, stream);
+  first_non_finite_kernel<<<grid_for(count), kThreads, 0, stream>>>(values, count, first.get());
+  ATTNRES_CHECK_LAUNCH("first_non_finite_kernel");
+  const long long result = first.result();
+  return result == kNoOffset ? -1 : std::int64_t(result);
+}
+
+}  // namespace attnres

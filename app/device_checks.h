@@ -1,0 +1,56 @@
+// The checks after a run as device reductions over tensors that stay on the device: each pass
+// returns a small tally (app/check_tally.h), never the tensors. Also the device-side making of a
+// case's tensors: canaries, poison, and the inputs' checksums.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "app/check_tally.h"
+#include "kernels/philox.h"
+
+namespace attnres {
+
+// A tensor on the device: `data` is its first logical element, with `guard` elements of guard
+// region before it and after its rows * row_stride span.
+struct DeviceTensorView {
+  bf16_bits* data = nullptr;
+  std::int64_t rows = 0, columns = 0, row_stride = 0, guard = 0;
+};
+
+// Where an input's original values come from: a device copy laid out as the tensor (guards and
+// padding included), or, without one, the generator over the logical elements and canaries
+// elsewhere.
+struct PristineValues {
+  const bf16_bits* copy = nullptr;  // its first logical element
+  GeneratorKey key{};
+  ResolvedDistribution dist{};
+};
+
+// What p is made of: the original prefix and delta, for the rows that must hold p.
+struct ResidualSources {
+  PristineValues prefix, delta;
+  std::int64_t prefix_stride = 0, delta_stride = 0, hidden = 0;
+  bool has_delta = false;
+  int max_blocks = 0, block_write_idx = -1;
+};
+
+void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaStream_t stream);
+// The logical elements of a strided tensor.
+void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaStream_t stream);
+
+// The sum behind checksum_text over the logical elements.
+std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t stream);
+
+// Every element of the allocation (guards, padding, logical) against what it must hold.
+TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole role, const PristineValues& pristine,
+                                   const ResidualSources& residual, cudaStream_t stream);
+
+// The [rows, columns] output against the dense float64 reference.
+OutputTally compare_output_on_device(const DeviceTensorView& output, const double* reference, double atol, double rtol,
+                                     cudaStream_t stream);
+
+// Index of the first value that is not finite, or -1.
+std::int64_t first_non_finite_on_device(const double* values, std::int64_t count, cudaStream_t stream);
+
+}  // namespace attnres
