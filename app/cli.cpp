@@ -1,6 +1,7 @@
 #include "app/cli.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
@@ -64,6 +65,26 @@ std::optional<std::int64_t> parse_budget(const std::string& option, const std::s
   return bytes;
 }
 
+// "all", or comma-separated device ordinals (repeats allowed).
+void parse_devices(const std::string& text, RunArguments& run) {
+  if (text == "all") {
+    run.all_devices = true;
+    run.devices = {0};
+    return;
+  }
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string word = text.substr(start, end - start);
+    int ordinal = -1;
+    const auto [last, error] = std::from_chars(word.data(), word.data() + word.size(), ordinal);
+    if (word.empty() || error != std::errc() || last != word.data() + word.size() || ordinal < 0)
+      throw UsageError(fmt::format("--devices: expected all or device ordinals such as 0,1; got \"{}\"", text));
+    run.devices.push_back(ordinal);
+    start = end + 1;
+  }
+}
+
 }  // namespace
 
 std::string bundled_cases_directory() {
@@ -115,6 +136,10 @@ Invocation parse(const std::vector<std::string>& args) {
   run->add_flag("--in-process", inv.run.in_process,
                 "run an external kernel in this process rather than a worker process (for a debugger; a crash "
                 "then ends the run)");
+  std::string devices;
+  run->add_option("--devices", devices,
+                  "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "
+                  "0,1; a device listed twice gets two workers), and merge their results in case order");
   add_backend_options(run, inv.backend);
   BudgetText budget;
   add_budget_options(run, budget);
@@ -152,13 +177,22 @@ Invocation parse(const std::vector<std::string>& args) {
   add_backend_options(shrink, inv.backend);
   add_budget_options(shrink, budget);
 
+  CLI::App* merge = app.add_subcommand("merge", "join the JSON reports of --shard k/n jobs (or any runs) into one report");
+  merge->add_option("reports", inv.merge.reports, "JSON reports written by run --json")->required();
+  merge->add_option("--json", inv.merge.json_path, "write the merged JSON report here");
+  merge->add_option("--junit", inv.merge.junit_path, "write the merged report as JUnit XML here");
+  merge->add_flag("--allow-not-run", inv.merge.allow_not_run, "cases nothing could run do not fail the exit code");
+  bool merge_quiet = false, merge_verbose = false;
+  merge->add_flag("-q,--quiet", merge_quiet, "show only the cases that did not meet their expectations, and the summary");
+  merge->add_flag("-v,--verbose", merge_verbose, "show why each case ran as it did and what happened, for every case");
+
   // CLI11 takes the words last-first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     inv.help = app.help();
-    for (CLI::App* sub : {run, info, bench, repro, shrink})
+    for (CLI::App* sub : {run, info, bench, repro, shrink, merge})
       if (sub->parsed()) inv.help = sub->help();
     return inv;
   } catch (const CLI::CallForVersion&) {
@@ -175,6 +209,16 @@ Invocation parse(const std::vector<std::string>& args) {
   if (bench->parsed()) inv.command = Command::bench;
   if (repro->parsed()) inv.command = Command::repro;
   if (shrink->parsed()) inv.command = Command::shrink;
+  if (merge->parsed()) inv.command = Command::merge;
+  if (merge_quiet && merge_verbose) throw UsageError("-q and -v exclude each other");
+  inv.merge.verbosity = merge_quiet ? Verbosity::quiet : merge_verbose ? Verbosity::verbose : Verbosity::normal;
+  if (run->get_option("--devices")->count()) {
+    parse_devices(devices, inv.run);
+    if (run->get_option("--device")->count()) throw UsageError("--device and --devices exclude each other");
+    if (inv.run.in_process) throw UsageError("--devices runs cases in worker processes; --in-process excludes it");
+    if (!inv.run.inputs.empty()) throw UsageError("--inputs replays one case in this process; --devices excludes it");
+    if (inv.backend.backend == "cpu") throw UsageError("--devices spreads cases over CUDA devices; --backend cpu has none");
+  }
   inv.budget.host_bytes = parse_budget("--max-host-memory", budget.host);
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
   if (!inv.backend.torch_library.empty() && inv.backend.kernel.rfind("torch-op:", 0) != 0)

@@ -17,7 +17,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { run, info, bench, repro, shrink };
+enum class Command { run, info, bench, repro, shrink, merge };
 
 struct BackendOptions {
   std::string backend = "auto";      // auto | cuda | cpu
@@ -47,6 +47,18 @@ struct RunArguments {
   bool list = false;        // print the selected cases and what would run each, run nothing
   std::optional<std::uint64_t> seed;  // every case's seed, instead of its own
   int repeat = 1;           // runs of each case: its own (or --seed) seed, then fresh recorded seeds
+  Verbosity verbosity = Verbosity::normal;
+  // --devices: one worker process per entry (a device may repeat), each case on whichever is
+  // free; with all_devices, one per CUDA device there is. Empty and false: no --devices.
+  std::vector<int> devices;
+  bool all_devices = false;
+};
+
+struct MergeArguments {
+  std::vector<std::string> reports;  // JSON reports of run (--shard k/n jobs, or any runs)
+  std::string json_path;
+  std::string junit_path;
+  bool allow_not_run = false;
   Verbosity verbosity = Verbosity::normal;
 };
 
@@ -84,6 +96,7 @@ struct Invocation {
   BenchArguments bench;
   ReproArguments repro;
   ShrinkArguments shrink;
+  MergeArguments merge;
   bool color = false;       // set by main from the terminal and NO_COLOR
   std::string help;         // non-empty: print this and exit 0
   std::string command_line;

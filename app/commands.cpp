@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <random>
 
@@ -12,6 +14,7 @@
 #include "app/case_spec.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
+#include "app/merge.h"
 #include "app/plugin_kernel.h"
 #include "app/repro.h"
 #include "app/report.h"
@@ -94,7 +97,8 @@ RunContext run_context(const Invocation& inv, std::string backend, std::string d
                     inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
                     inv.run.paths,
                     utc_timestamp(),
-                    host_name()};
+                    host_name(),
+                    inv.run.shard};
 }
 
 // Inputs from a safetensors file for the one selected case; a bad file is an error entry
@@ -207,19 +211,36 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   };
   std::vector<CaseResult> results;
   RunContext context = run_context(inv, inv.backend.backend, "none (no case ran)");
+  const bool spread = !inv.run.devices.empty();
+  const std::string devices_label =
+      inv.run.all_devices ? "all" : fmt::format("{}", fmt::join(inv.run.devices, ","));
   const auto judged = [&](const CaseResult& r) {
     if (results.empty()) {
       context.backend = r.backend;
-      context.device = r.device;
+      context.device = spread ? fmt::format("per case (--devices {})", devices_label) : r.device;
       emit(table_header(context));
     }
-    results.push_back(r);
+    const auto start = std::chrono::steady_clock::now();
     emit(table_rows(r, style));
+    results.push_back(r);
+    results.back().timings.report = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  if (is_external_kernel(inv.backend.kernel) && !inv.run.in_process && inv.run.inputs.empty()) {
-    // A kernel from elsewhere may take its process down with it: it runs in a worker process.
-    out.notes += run_in_worker(
-        cases, [&](std::string& notes) { return make_backend(inv.backend, notes); }, options, progress, judged);
+  if (spread || (is_external_kernel(inv.backend.kernel) && !inv.run.in_process && inv.run.inputs.empty())) {
+    // A kernel from elsewhere may take its process down with it, so it runs in a worker
+    // process; --devices runs one worker per device listed.
+    const BackendMaker maker = [&](int device, std::string& notes) {
+      BackendOptions backend = inv.backend;
+      if (device >= 0) backend.device = device;
+      return make_backend(backend, notes);
+    };
+    out.notes += run_in_workers(cases, maker, WorkerPlan{inv.run.devices, inv.run.all_devices}, options, progress, judged);
+    // The reports name every device that ran a case.
+    if (spread) {
+      std::vector<std::string> devices;
+      for (const CaseResult& r : results)
+        if (std::find(devices.begin(), devices.end(), r.device) == devices.end()) devices.push_back(r.device);
+      if (!devices.empty()) context.device = fmt::format("{}", fmt::join(devices, "; "));
+    }
   } else {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
     context = run_context(inv, backend->name(), describe_device(backend->device()));
@@ -241,31 +262,15 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   if (results.empty()) emit(table_header(context));
   out.text += table_footer(results, loaded.errors, style);
 
-  const RunSummary summary = summarize(results, loaded.errors);
   for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";
-  if (!loaded.errors.empty()) {
-    out.exit_code = kExitBadInput;
-  } else if (interesting) {
+  if (interesting) {
     bool all = !results.empty();
     for (const auto& r : results) all = all && r.disposition == *interesting;
-    out.exit_code = all ? kExitOk : kExitUnmet;
+    out.exit_code = !loaded.errors.empty() ? kExitBadInput : all ? kExitOk : kExitUnmet;
   } else {
-    const int not_run = summary.by_disposition[int(Disposition::not_run)];
-    const int unmet = summary.total - summary.met - (inv.run.allow_not_run ? not_run : 0);
-    out.exit_code = unmet == 0 ? kExitOk : kExitUnmet;
+    out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
   }
-  // The table is already made: a report that fails to write costs only itself.
-  auto write_report = [&](const std::string& path, auto&& content) {
-    if (path.empty()) return;
-    try {
-      write_file_atomically(path, content());
-    } catch (const std::exception& e) {
-      out.notes += fmt::format("report not written: {}\n", e.what());
-      if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
-    }
-  };
-  write_report(inv.run.json_path, [&] { return dump_json(report_json(results, loaded.errors, context), 2) + "\n"; });
-  write_report(inv.run.junit_path, [&] { return junit_xml(results, loaded.errors, context); });
+  write_reports(results, loaded.errors, context, inv.run.json_path, inv.run.junit_path, out);
   return out;
 }
 
@@ -315,6 +320,30 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
 
 }  // namespace
 
+int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                      bool allow_not_run) {
+  if (!load_errors.empty()) return kExitBadInput;
+  const RunSummary summary = summarize(results, load_errors);
+  const int not_run = summary.by_disposition[int(Disposition::not_run)];
+  return summary.total - summary.met - (allow_not_run ? not_run : 0) == 0 ? kExitOk : kExitUnmet;
+}
+
+void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                   const RunContext& context, const std::string& json_path, const std::string& junit_path, CommandOutput& out) {
+  // The table is already made: a report that fails to write costs only itself.
+  auto write_report = [&](const std::string& path, auto&& content) {
+    if (path.empty()) return;
+    try {
+      write_file_atomically(path, content());
+    } catch (const std::exception& e) {
+      out.notes += fmt::format("report not written: {}\n", e.what());
+      if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
+    }
+  };
+  write_report(json_path, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; });
+  write_report(junit_path, [&] { return junit_xml(results, load_errors, context); });
+}
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note) {
   if (options.backend == "cpu") {
     const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
@@ -356,6 +385,7 @@ CommandOutput execute(const Invocation& inv, const Progress& progress, const Tex
     case Command::bench: return bench_command(inv.bench, inv.backend);
     case Command::repro: return repro_command(inv);
     case Command::shrink: return shrink_command(inv);
+    case Command::merge: return merge_command(inv);
   }
   return {};
 }

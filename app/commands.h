@@ -3,9 +3,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/backend.h"
 #include "app/cli.h"
+#include "app/report.h"
 
 namespace attnres {
 
@@ -31,6 +33,16 @@ CommandOutput execute(const Invocation& invocation, const Progress& progress, co
 
 // The backend the options ask for; `note` explains a fallback. Throws UsageError.
 std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note);
+
+// A run's verdict: bad input where a case file had errors, else unmet unless every case met its
+// expectation (not-run cases excepted with `allow_not_run`).
+int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                      bool allow_not_run);
+
+// Writes the JSON and JUnit reports where a path is given; one that fails to write is a note
+// and turns an exit code of 0 into kExitUnmet.
+void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                   const RunContext& context, const std::string& json_path, const std::string& junit_path, CommandOutput& out);
 
 // Loads exactly one case (optionally chosen by name) from a file; throws UsageError or a
 // CaseParseError-derived message.

@@ -147,6 +147,10 @@ json report_json(const std::vector<CaseResult>& results, const std::vector<CaseL
             {"device", context.device},
             {"native_images", context.native_images},
             {"kernel", context.kernel},
+            {"case_roots", context.case_roots},
+            {"timestamp", context.timestamp},
+            {"hostname", context.hostname},
+            {"shard", context.shard.empty() ? json(nullptr) : json(context.shard)},
             {"summary",
              {{"total", summary.total},
               {"met_expectation", summary.met},
@@ -159,6 +163,54 @@ json report_json(const std::vector<CaseResult>& results, const std::vector<CaseL
   j["cases"] = json::array();
   for (const CaseResult& r : results) j["cases"].push_back(result_json(r));
   return j;
+}
+
+LoadedReport report_from_json(const json& j) {
+  // Each field read where it is, so an error names its JSON pointer.
+  std::string at = "";
+  try {
+    if (!j.is_object() || j.value("schema", "") != "attnres-check/report")
+      throw std::invalid_argument("not an attnres-check report (no \"schema\": \"attnres-check/report\")");
+    at = "/schema_version";
+    if (j.at("schema_version").get<int>() > kReportSchemaVersion)
+      throw std::invalid_argument(fmt::format("schema_version {} is newer than this tool's ({})", j.at("schema_version").get<int>(),
+                                              kReportSchemaVersion));
+    LoadedReport report;
+    RunContext& c = report.context;
+    for (auto [field, value] : {std::pair{"backend", &c.backend}, {"device", &c.device}, {"command_line", &c.command_line},
+                                {"kernel", &c.kernel}, {"timestamp", &c.timestamp}, {"hostname", &c.hostname}}) {
+      at = std::string("/") + field;
+      *value = j.at(field).get<std::string>();
+    }
+    at = "/native_images";
+    c.native_images = j.at("native_images").get<std::vector<std::string>>();
+    at = "/case_roots";
+    c.case_roots = j.at("case_roots").get<std::vector<std::string>>();
+    at = "/shard";
+    if (!j.at("shard").is_null()) c.shard = j.at("shard").get<std::string>();
+    at = "/load_errors";
+    const json& errors = j.at("load_errors");
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+      at = fmt::format("/load_errors/{}", i);
+      const json& e = errors.at(i);
+      report.load_errors.push_back({e.at("file").get<std::string>(), e.at("pointer").get<std::string>(),
+                                    e.at("message").get<std::string>()});
+    }
+    at = "/cases";
+    const json& cases = j.at("cases");
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      at = fmt::format("/cases/{}", i);
+      report.results.push_back(result_from_json(cases.at(i)));
+    }
+    return report;
+  } catch (const json::exception& e) {
+    // "[json.exception.out_of_range.403] key 'backend' not found": the part after the tag.
+    const std::string what = e.what();
+    const std::size_t tag = what.find("] ");
+    throw JsonInputError(at, tag == std::string::npos ? what : what.substr(tag + 2));
+  } catch (const std::invalid_argument& e) {
+    throw JsonInputError(at, e.what());
+  }
 }
 
 namespace {

@@ -22,6 +22,7 @@ struct RunContext {
   std::vector<std::string> case_roots;  // the paths given on the command line (JUnit class names are relative to them)
   std::string timestamp;  // when the run started, ISO 8601 UTC
   std::string hostname;
+  std::string shard;  // "k/n" of run --shard; empty: every selected case
 };
 
 // When and where a run happens: the current UTC time (ISO 8601) and this host's name.
@@ -61,6 +62,15 @@ std::string format_table(const std::vector<CaseResult>& results, const std::vect
                          const RunContext& context, const TableStyle& style);
 nlohmann::json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                            const RunContext& context);
+// A report as report_json wrote it, read back (for merge).
+struct LoadedReport {
+  std::vector<CaseResult> results;
+  std::vector<CaseLoadError> load_errors;
+  RunContext context;
+};
+// The inverse of report_json. Throws JsonInputError naming the JSON pointer of what is wrong.
+LoadedReport report_from_json(const nlohmann::json& report);
+
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       const RunContext& context);
 

@@ -40,7 +40,8 @@ json result_json(const CaseResult& r) {
               {"kernel", r.timings.kernel},
               {"reference", r.timings.reference},
               {"compare", r.timings.compare},
-              {"checks", r.timings.checks}}}};
+              {"checks", r.timings.checks},
+              {"report", r.timings.report}}}};
   j["rejection"] = r.rejection ? json(*r.rejection) : json(nullptr);
   j["kernel_context"] = r.kernel_context;
   if (r.comparison) {
@@ -93,7 +94,7 @@ CaseResult result_from_json(const json& j) {
   r.seconds = j.at("seconds").get<double>();
   const json& t = j.at("timings");
   r.timings = {t.at("generate").get<double>(), t.at("kernel").get<double>(), t.at("reference").get<double>(),
-               t.at("compare").get<double>(), t.at("checks").get<double>()};
+               t.at("compare").get<double>(), t.at("checks").get<double>(), t.value("report", 0.0)};
   if (!j.at("rejection").is_null()) r.rejection = j.at("rejection").get<std::string>();
   r.kernel_context = j.at("kernel_context").get<std::string>();
   if (const json& c = j.at("comparison"); !c.is_null()) {

@@ -40,6 +40,7 @@ struct PhaseTimes {
   double reference = 0;  // the float64 reference
   double compare = 0;    // output against the reference
   double checks = 0;     // prefix/blocks exactness, canaries, guards, inputs unchanged
+  double report = 0;     // the case's rows printed (measured after them: in the JSON report only)
 };
 
 struct CaseResult {

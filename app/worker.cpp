@@ -1,21 +1,25 @@
 #include "app/worker.h"
 
 #include <signal.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include "app/cli.h"
 #include "app/json_io.h"
 #include "app/result_json.h"
+#include "kernels/cuda_check.h"
 
 namespace attnres {
 
@@ -35,23 +39,35 @@ bool send_all(int socket, const std::string& text) {
   return true;
 }
 
-// One line at a time from a socket; nothing once the peer has closed it.
+// Lines from a socket: next() blocks for one; buffered() and read_more() let a caller poll
+// several sockets.
 class LineReader {
  public:
   explicit LineReader(int socket) : socket_(socket) {}
+  // The next line, or nothing once the peer has closed the socket.
   std::optional<std::string> next() {
     for (;;) {
-      const std::size_t end = buffer_.find('\n');
-      if (end != std::string::npos) {
-        std::string line = buffer_.substr(0, end);
-        buffer_.erase(0, end + 1);
-        return line;
-      }
-      char chunk[65536];
+      if (std::optional<std::string> line = buffered()) return line;
+      if (!read_more()) return std::nullopt;
+    }
+  }
+  // A whole line already received, if there is one.
+  std::optional<std::string> buffered() {
+    const std::size_t end = buffer_.find('\n');
+    if (end == std::string::npos) return std::nullopt;
+    std::string line = buffer_.substr(0, end);
+    buffer_.erase(0, end + 1);
+    return line;
+  }
+  // One read; false once the peer has closed the socket.
+  bool read_more() {
+    char chunk[65536];
+    for (;;) {
       const ssize_t n = ::recv(socket_, chunk, sizeof chunk, 0);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return std::nullopt;
+      if (n <= 0) return false;
       buffer_.append(chunk, std::size_t(n));
+      return true;
     }
   }
 
@@ -68,15 +84,20 @@ class LineReader {
 
 // The child: makes its backend, says hello (or why it could not), then runs each case index it
 // is sent. Never returns.
-[[noreturn]] void serve(int socket, const std::vector<CaseSpec>& cases, const BackendMaker& make_backend,
+// A worker's own backend maker: its device already chosen.
+using WorkerBackendMaker = std::function<std::unique_ptr<Backend>(std::string& notes)>;
+
+[[noreturn]] void serve(int socket, const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend,
                         const RunOptions& options) {
   auto say = [&](const json& message) {
     if (!send_all(socket, dump_json(message) + "\n")) finish(1);
   };
   std::unique_ptr<Backend> backend;
   std::string notes;
+  int device_count = 0;
   try {
     backend = make_backend(notes);
+    if (backend->name() == "cuda") ATTNRES_CUDA_CHECK(cudaGetDeviceCount(&device_count));
   } catch (const UsageError& e) {
     say({{"fatal", e.what()}, {"usage", true}});
     finish(0);
@@ -87,7 +108,8 @@ class LineReader {
   const DeviceDescription device = backend->device();
   say({{"backend", backend->name()},
        {"notes", notes},
-       {"device", describe_device(device)}});
+       {"device", describe_device(device)},
+       {"device_count", device_count}});
   LineReader requests(socket);
   while (const std::optional<std::string> line = requests.next()) {
     const std::size_t index = std::stoul(*line);
@@ -98,9 +120,16 @@ class LineReader {
   finish(0);
 }
 
+// This process's ends of its workers' sockets. A child must close the ones it inherits: while
+// a copy stays open elsewhere, a worker never sees its socket close and never exits.
+std::vector<int>& open_worker_sockets() {
+  static std::vector<int> sockets;
+  return sockets;
+}
+
 class Worker {
  public:
-  Worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend,
+  Worker(const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend,
          const RunOptions& options) {
     int sockets[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
@@ -115,31 +144,35 @@ class Worker {
     }
     if (pid_ == 0) {
       ::close(sockets[0]);
+      for (const int other : open_worker_sockets()) ::close(other);
       serve(sockets[1], cases, make_backend, options);
     }
     ::close(sockets[1]);
     socket_ = sockets[0];
+    open_worker_sockets().push_back(socket_);
     reader_.emplace(socket_);
   }
   ~Worker() {
-    if (socket_ >= 0) ::close(socket_);
+    close_socket();
     reap();
   }
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // The next message, or nothing once the child is gone.
-  std::optional<json> receive() {
-    const std::optional<std::string> line = reader_->next();
+  int socket() const { return socket_; }
+  // A whole message already received, if there is one.
+  std::optional<json> buffered() {
+    const std::optional<std::string> line = reader_->buffered();
     if (!line) return std::nullopt;
     return json::parse(*line);
   }
+  // One read from the child; false once it is gone.
+  bool read_more() { return reader_->read_more(); }
   bool request(std::size_t index) { return send_all(socket_, fmt::format("{}\n", index)); }
 
   // How the child ended ("was killed by signal 11 (Segmentation fault)"), waiting for it.
   std::string ending() {
-    ::close(socket_);
-    socket_ = -1;
+    close_socket();
     const int status = reap();
     if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
     if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
@@ -147,6 +180,14 @@ class Worker {
   }
 
  private:
+  void close_socket() {
+    if (socket_ < 0) return;
+    std::vector<int>& open = open_worker_sockets();
+    open.erase(std::remove(open.begin(), open.end(), socket_), open.end());
+    ::close(socket_);
+    socket_ = -1;
+  }
+
   int reap() {
     if (pid_ <= 0) return 0;
     int status = 0;
@@ -163,59 +204,129 @@ class Worker {
 
 }  // namespace
 
-std::string run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const RunOptions& options,
-                          const std::function<void(int, int, const std::string&)>& progress,
-                          const std::function<void(const CaseResult&)>& judged) {
-  std::string notes, backend_name = "none", device = "none (no worker started)";
+namespace {
+
+// One worker process and the case it runs.
+struct Slot {
+  int device = -1;
   std::unique_ptr<Worker> worker;
+  bool greeted = false;
+  std::optional<std::size_t> running;
+  std::chrono::steady_clock::time_point start;
+  std::string backend = "none", device_name = "none (no worker started)";
+};
+
+}  // namespace
+
+std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const WorkerPlan& plan,
+                           const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress,
+                           const std::function<void(const CaseResult&)>& judged) {
+  std::vector<Slot> slots;
+  for (const int device : plan.devices.empty() ? std::vector<int>{-1} : plan.devices) slots.emplace_back().device = device;
+  std::vector<std::optional<CaseResult>> done(cases.size());
+  std::size_t next = 0, emitted = 0;
+  std::string notes;
   bool started_once = false;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (progress) progress(int(i), int(cases.size()), cases[i].name);
-    const auto start = std::chrono::steady_clock::now();
-    auto lost = [&](const std::string& what) {
-      CaseResult r;
-      r.name = cases[i].name;
-      r.location = cases[i].location();
-      r.seed = cases[i].seed;
-      r.backend = backend_name;
-      r.device = device;
-      r.kernel = options.kernel;
-      r.dispatch_reason = "--kernel " + options.kernel;
-      r.disposition = Disposition::error;
-      r.detail = what;
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      judged(r);
-      worker.reset();
-    };
-    if (!worker) {
-      worker = std::make_unique<Worker>(cases, make_backend, options);
-      const std::optional<json> hello = worker->receive();
-      if (!hello) {
-        lost(fmt::format("the worker process {} before it could run a case", worker->ending()));
+  int expand_to = 0;  // with plan.all_devices: the device count the first worker reported
+
+  auto finish = [&](Slot& slot, CaseResult result) {
+    done[*slot.running] = std::move(result);
+    slot.running.reset();
+    while (emitted < done.size() && done[emitted]) judged(*done[emitted++]);
+  };
+  auto lost = [&](Slot& slot, const std::string& what) {
+    const CaseSpec& spec = cases[*slot.running];
+    CaseResult r;
+    r.name = spec.name;
+    r.location = spec.location();
+    r.seed = spec.seed;
+    r.backend = slot.backend;
+    r.device = slot.device_name;
+    r.kernel = options.kernel.empty() ? "none" : options.kernel;
+    r.dispatch_reason = options.kernel.empty() ? "" : "--kernel " + options.kernel;
+    r.disposition = Disposition::error;
+    r.detail = what;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - slot.start).count();
+    slot.worker.reset();
+    slot.greeted = false;
+    finish(slot, std::move(r));
+  };
+  auto ask = [&](Slot& slot) {
+    if (!slot.worker->request(*slot.running))
+      lost(slot, fmt::format("the worker process running this case {}; a new worker runs the remaining cases", slot.worker->ending()));
+  };
+  auto handle = [&](Slot& slot, const json& message) {
+    if (slot.greeted) {
+      finish(slot, result_from_json(message.at("result")));
+      // A lost CUDA context would fail every later case there: a fresh worker takes over.
+      if (message.at("restart").get<bool>()) slot.worker.reset();
+      return;
+    }
+    if (message.contains("fatal")) {
+      const std::string text = message.at("fatal").get<std::string>();
+      if (!started_once) {
+        if (message.at("usage").get<bool>()) throw UsageError(text);
+        throw std::runtime_error(text);
+      }
+      lost(slot, "a new worker process could not start: " + text);
+      return;
+    }
+    if (!started_once) {
+      notes = message.at("notes").get<std::string>();
+      if (plan.all_devices) expand_to = message.at("device_count").get<int>();
+    }
+    started_once = true;
+    slot.greeted = true;
+    slot.backend = message.at("backend").get<std::string>();
+    slot.device_name = message.at("device").get<std::string>();
+    ask(slot);
+  };
+
+  while (emitted < cases.size()) {
+    // "all": the first worker has said how many devices there are; one more worker per device.
+    for (int device = int(slots.size()); device < expand_to; ++device) slots.emplace_back().device = device;
+    expand_to = 0;
+    for (Slot& slot : slots) {
+      if (slot.running || next == cases.size()) continue;
+      slot.running = next++;
+      slot.start = std::chrono::steady_clock::now();
+      if (progress) progress(int(*slot.running), int(cases.size()), cases[*slot.running].name);
+      if (!slot.worker) {
+        const int device = slot.device;
+        const WorkerBackendMaker make = [&make_backend, device](std::string& n) { return make_backend(device, n); };
+        slot.worker = std::make_unique<Worker>(cases, make, options);
+        slot.greeted = false;
+      } else {
+        ask(slot);
+      }
+    }
+    std::vector<pollfd> waiting;
+    std::vector<Slot*> owners;
+    for (Slot& slot : slots)
+      if (slot.running && slot.worker) {
+        waiting.push_back({slot.worker->socket(), POLLIN, 0});
+        owners.push_back(&slot);
+      }
+    if (waiting.empty()) continue;
+    if (::poll(waiting.data(), waiting.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("waiting for the worker processes: {}", std::strerror(errno)));
+    }
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+      if (!waiting[i].revents) continue;
+      Slot& slot = *owners[i];
+      if (!slot.worker->read_more()) {
+        lost(slot, slot.greeted ? fmt::format("the worker process running this case {}; a new worker runs the remaining cases",
+                                              slot.worker->ending())
+                                : fmt::format("the worker process {} before it could run a case", slot.worker->ending()));
         continue;
       }
-      if (hello->contains("fatal")) {
-        const std::string message = hello->at("fatal").get<std::string>();
-        if (!started_once) {
-          if (hello->at("usage").get<bool>()) throw UsageError(message);
-          throw std::runtime_error(message);
-        }
-        lost("a new worker process could not start: " + message);
-        continue;
+      while (slot.worker && slot.running) {
+        const std::optional<json> message = slot.worker->buffered();
+        if (!message) break;
+        handle(slot, *message);
       }
-      if (!started_once) notes = hello->at("notes").get<std::string>();
-      started_once = true;
-      backend_name = hello->at("backend").get<std::string>();
-      device = hello->at("device").get<std::string>();
     }
-    std::optional<json> reply;
-    if (worker->request(i)) reply = worker->receive();
-    if (!reply) {
-      lost(fmt::format("the worker process running this case {}; a new worker runs the remaining cases", worker->ending()));
-      continue;
-    }
-    judged(result_from_json(reply->at("result")));
-    if (reply->at("restart").get<bool>()) worker.reset();
   }
   return notes;
 }

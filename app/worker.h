@@ -1,6 +1,7 @@
-// External kernels run in a worker process, so a kernel that kills its process (a segfault in a
-// plugin, an abort inside Python) or leaves its CUDA context unusable costs only the case it was
-// running: the worker is replaced and the remaining cases are still judged.
+// Cases run in worker processes: an external kernel, so a kernel that kills its process (a
+// segfault in a plugin, an abort inside Python) or leaves its CUDA context unusable costs only
+// the case it was running (the worker is replaced and the remaining cases are still judged); and
+// `run --devices`, one worker per GPU.
 #pragma once
 #include <functional>
 #include <memory>
@@ -13,18 +14,26 @@
 
 namespace attnres {
 
-// Makes the backend a worker runs its cases on; `notes` explains a fallback.
-using BackendMaker = std::function<std::unique_ptr<Backend>(std::string& notes)>;
+// Makes the backend a worker runs its cases on, for CUDA device `device` (-1: the one the
+// options name); `notes` explains a fallback.
+using BackendMaker = std::function<std::unique_ptr<Backend>(int device, std::string& notes)>;
 
-// Runs `cases` one after another in a child process. `make_backend` is called in each child, so
-// this process never initialises CUDA (a child forked after that could not use the GPU). A
-// child that dies costs its in-flight case (`error`, naming the signal or exit status); a new
-// one takes the rest. When the first child cannot make its backend, its error is rethrown here
-// (UsageError for a bad --kernel, std::runtime_error otherwise). `progress` is called before
-// each case with (index, total, name), `judged` with each result, in case order. Returns what
-// the first worker said while making its backend.
-std::string run_in_worker(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const RunOptions& options,
-                          const std::function<void(int, int, const std::string&)>& progress,
-                          const std::function<void(const CaseResult&)>& judged);
+// How many workers, on which devices.
+struct WorkerPlan {
+  std::vector<int> devices;  // one worker per entry (entries may repeat: workers share that device); empty: one worker
+  bool all_devices = false;  // and one more per further device the first worker sees (run --devices all)
+};
+
+// Runs `cases` in child processes, each case in whichever worker is free. `make_backend` is
+// called in each child, so this process never initialises CUDA (a child forked after that could
+// not use the GPU). A child that dies costs its in-flight case (`error`, naming the signal or exit
+// status); a new one takes its place. When the first child to answer cannot make its backend, its
+// error is rethrown here (UsageError for a bad --kernel or --devices, std::runtime_error
+// otherwise). `progress` is called as each case is handed out with (index, total, name),
+// `judged` with each result in case order, whichever worker ran it. Returns what the first
+// worker said while making its backend.
+std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const WorkerPlan& plan,
+                           const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress,
+                           const std::function<void(const CaseResult&)>& judged);
 
 }  // namespace attnres

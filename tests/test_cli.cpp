@@ -39,6 +39,28 @@ TEST(Cli, ParsesRunOptions) {
   EXPECT_EQ(inv.backend.device_model, "sm_100");
 }
 
+TEST(Cli, DevicesListsOrAllAndExcludesWhatCannotSpread) {
+  const Invocation pair = parse({"run", "cases", "--devices", "0,0,3"});
+  EXPECT_EQ(pair.run.devices, (std::vector<int>{0, 0, 3}));
+  EXPECT_FALSE(pair.run.all_devices);
+  const Invocation all = parse({"run", "cases", "--devices", "all"});
+  EXPECT_TRUE(all.run.all_devices);
+  EXPECT_EQ(all.run.devices, std::vector<int>{0});
+  EXPECT_TRUE(parse({"run", "cases"}).run.devices.empty());
+  for (const char* bad : {"", "0,", "x", "-1", "1,,2", "0x1", "all,1"}) {
+    try {
+      parse({"run", "cases", "--devices", bad});
+      ADD_FAILURE() << "--devices " << bad << " parsed";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--devices: expected all or device ordinals such as 0,1"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse({"run", "cases", "--devices", "0,1", "--device", "1"}), UsageError);
+  EXPECT_THROW(parse({"run", "cases", "--devices", "0,1", "--backend", "cpu"}), UsageError);
+  EXPECT_THROW(parse({"run", "cases", "--devices", "0,1", "--in-process"}), UsageError);
+  EXPECT_THROW(parse({"run", "cases", "--devices", "0,1", "--inputs", "x.safetensors"}), UsageError);
+}
+
 TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({}), UsageError);
   // No case argument: the bundled cases (installed beside the binary, else ./cases).

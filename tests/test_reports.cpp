@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include "app/commands.h"
+#include "app/json_io.h"
 #include "app/report.h"
+#include "test_util.h"
 
 namespace attnres {
 namespace {
@@ -94,6 +99,77 @@ TEST(Reports, JsonIsVersionedAndComplete) {
   EXPECT_EQ(failed["comparison"]["mismatched"], 7);
   EXPECT_EQ(failed["violations"][0]["col"], 7168);
   EXPECT_TRUE(j["cases"][2]["comparison"].is_null());
+}
+
+TEST(Reports, AReportReadsBackAsWritten) {
+  RunContext context{"cpu", "modelled sm_90 (sm_90)", {"sm_90a"}, "run cases --shard 2/3", "auto", {"cases"},
+                     "2026-12-03T10:00:00Z", "ci-7", "2/3"};
+  const std::vector<CaseLoadError> errors = {{"cases/c.json", "/T", "must be an integer"}};
+  const LoadedReport back = report_from_json(report_json(sample(), errors, context));
+  EXPECT_EQ(report_json(back.results, back.load_errors, back.context), report_json(sample(), errors, context));
+  EXPECT_EQ(back.context.shard, "2/3");
+  EXPECT_EQ(back.context.case_roots, std::vector<std::string>{"cases"});
+
+  nlohmann::json broken = report_json(sample(), errors, context);
+  broken["cases"][1]["disposition"] = "fine";
+  try {
+    report_from_json(broken);
+    FAIL() << "an unknown disposition read back";
+  } catch (const JsonInputError& e) {
+    EXPECT_EQ(e.pointer(), "/cases/1");
+    EXPECT_NE(std::string(e.what()).find("unknown disposition \"fine\""), std::string::npos) << e.what();
+  }
+  broken = report_json(sample(), errors, context);
+  broken.erase("hostname");
+  EXPECT_THROW(report_from_json(broken), JsonInputError);
+  EXPECT_THROW(report_from_json(nlohmann::json::array()), JsonInputError);
+}
+
+// merge joins the reports of --shard k/n jobs into the report of one unsharded run.
+TEST(Merge, ShardReportsJoinIntoTheUnshardedRunInCaseOrder) {
+  testing::TempDir dir;
+  const std::string cases = testing::source_path("cases/public.json"), guard = testing::source_path("cases/guard.json");
+  auto report = [&](const std::string& name) { return (dir.path() / name).string(); };
+  const CommandOutput whole = testing::run_cli({"run", cases, guard, "--backend", "cpu", "--json", report("all.json")});
+  for (int k = 1; k <= 4; ++k)
+    testing::run_cli({"run", cases, guard, "--backend", "cpu", "--shard", fmt::format("{}/4", k), "--json",
+                      report(fmt::format("s{}.json", k))});
+  const CommandOutput merged = testing::run_cli({"merge", report("s3.json"), report("s1.json"), report("s4.json"),
+                                                 report("s2.json"), "--json", report("m.json"), "--junit", report("m.xml")});
+  EXPECT_EQ(merged.exit_code, whole.exit_code);
+  const nlohmann::json a = nlohmann::json::parse(testing::read_file(report("all.json")));
+  const nlohmann::json m = nlohmann::json::parse(testing::read_file(report("m.json")));
+  ASSERT_EQ(m["cases"].size(), a["cases"].size());
+  for (std::size_t i = 0; i < a["cases"].size(); ++i) {
+    EXPECT_EQ(m["cases"][i]["name"], a["cases"][i]["name"]);
+    EXPECT_EQ(m["cases"][i]["disposition"], a["cases"][i]["disposition"]);
+    EXPECT_EQ(m["cases"][i]["comparison"], a["cases"][i]["comparison"]);
+  }
+  EXPECT_EQ(m["summary"], a["summary"]);
+  EXPECT_TRUE(m["shard"].is_null());
+  EXPECT_NE(testing::read_file(report("m.xml")).find("<testsuites"), std::string::npos);
+  EXPECT_NE(merged.text.find(fmt::format("{} cases", a["cases"].size())), std::string::npos) << merged.text;
+
+  auto merge_error = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "merge");
+    try {
+      testing::run_cli(args);
+    } catch (const CaseParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(merge_error({report("s1.json"), report("s2.json"), report("s4.json")}),
+            report("s1.json") + ": /shard: shard 3 of 4 missing: merge needs every shard's report");
+  EXPECT_NE(merge_error({report("s1.json"), report("s1.json"), report("s2.json"), report("s3.json"), report("s4.json")})
+                .find("shard 1/4 again"),
+            std::string::npos);
+  EXPECT_NE(merge_error({report("s1.json"), report("all.json")}).find("not a shard, but"), std::string::npos);
+  const std::string junk = dir.file("junk.json", R"({"schema": "attnres-check/report", "schema_version": 1})");
+  EXPECT_EQ(merge_error({junk}).rfind(junk + ": /backend: ", 0), 0u) << merge_error({junk});
+  // Unsharded reports are joined in the order given.
+  const CommandOutput twice = testing::run_cli({"merge", report("all.json"), report("all.json"), "--json", report("t.json")});
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(report("t.json")))["cases"].size(), 2 * a["cases"].size());
 }
 
 TEST(Reports, JunitGroupsByFileAndEscapes) {

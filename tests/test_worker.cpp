@@ -2,12 +2,15 @@
 // case, and results cross the process boundary without losing anything.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/commands.h"
 #include "app/result_json.h"
+#include "app/worker.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -128,6 +131,44 @@ TEST(Worker, ResultsAreTheSameInAWorkerAndInProcess) {
     EXPECT_EQ(a, b);
   }
   EXPECT_EQ(reports[0]["cases"][0]["disposition"], "not-rejected");  // the seed repro, caught
+}
+
+// Several workers (run --devices spreads cases this way, one per GPU): each case on whichever
+// worker is free, the results in case order, a dying worker costing only its own case.
+TEST(Worker, SeveralWorkersJudgeEveryCaseInCaseOrder) {
+  LoadedCases loaded = load_cases({testing::source_path("cases/public.json")});
+  ASSERT_TRUE(loaded.errors.empty());
+  std::vector<CaseSpec> cases;
+  for (CaseSpec& c : loaded.cases)
+    if (c.shape.tokens <= 17) cases.push_back(std::move(c));
+  ASSERT_EQ(cases.size(), 27u);
+  RunOptions options;
+  options.kernel = plugin("crashes");
+  const BackendMaker make = [&](int, std::string&) {
+    BackendOptions backend;
+    backend.backend = "cpu";
+    backend.kernel = options.kernel;
+    std::string notes;
+    return make_backend(backend, notes);
+  };
+  std::vector<CaseResult> results;
+  std::vector<int> handed_out;
+  run_in_workers(
+      cases, make, WorkerPlan{{0, 0, 0}, false}, options, [&](int index, int, const std::string&) { handed_out.push_back(index); },
+      [&](const CaseResult& r) { results.push_back(r); });
+  ASSERT_EQ(results.size(), cases.size());
+  std::sort(handed_out.begin(), handed_out.end());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(handed_out[i], int(i));
+    EXPECT_EQ(results[i].name, cases[i].name);
+    // The crashing plugin segfaults on num_blocks 3 (public-t1-b3-*, public-t3-b3-*, public-t17-b3-*).
+    if (cases[i].shape.num_blocks == 3) {
+      EXPECT_EQ(results[i].disposition, Disposition::error) << results[i].name;
+      EXPECT_NE(results[i].detail.find("the worker process running this case"), std::string::npos) << results[i].detail;
+    } else {
+      EXPECT_EQ(results[i].disposition, Disposition::passed) << results[i].name << ": " << results[i].detail;
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,158 @@
+#include "app/merge.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "app/file_output.h"
+#include "app/json_io.h"
+
+namespace attnres {
+namespace {
+
+// Reports are read whole; a larger file is not one this tool wrote for a case list it can run.
+constexpr std::uintmax_t kMaxReportBytes = std::uintmax_t(1) << 30;
+
+struct Part {
+  std::string path;
+  LoadedReport report;
+  int shard = 0, shards = 0;  // k and n of "k/n"; 0: not sharded
+};
+
+[[noreturn]] void bad_report(const std::string& path, const std::string& pointer, const std::string& message) {
+  throw CaseParseError(CaseLoadError{path, pointer, message});
+}
+
+Part read_part(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) bad_report(path, "", "cannot read file: " + ec.message());
+  if (size > kMaxReportBytes) bad_report(path, "", fmt::format("{} bytes; reports are read up to {} bytes", size, kMaxReportBytes));
+  std::ifstream stream(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  if (!stream && !stream.eof()) bad_report(path, "", "cannot read file");
+  Part part{path, {}, 0, 0};
+  try {
+    part.report = report_from_json(parse_json_strict(text));
+  } catch (const JsonInputError& e) {
+    bad_report(path, e.pointer(), e.what());
+  }
+  const std::string& shard = part.report.context.shard;
+  if (!shard.empty()) {
+    char slash = 0, extra = 0;
+    if (std::sscanf(shard.c_str(), "%d%c%d%c", &part.shard, &slash, &part.shards, &extra) != 3 || slash != '/' ||
+        part.shards < 1 || part.shard < 1 || part.shard > part.shards)
+      bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got \"{}\"", shard));
+  }
+  return part;
+}
+
+// Shard k of n ran cases k-1, k-1+n, ... of one list: every shard once, and their case counts
+// as that split gives them, or the original order cannot be rebuilt.
+void check_shards(std::vector<Part>& parts) {
+  const int shards = parts.front().shards;
+  for (const Part& p : parts)
+    if (p.shards != shards)
+      bad_report(p.path, "/shard", fmt::format("shard {} of {}, but {} is one of {}: merge joins the shards of one run",
+                                               p.shard, p.shards, parts.front().path, shards));
+  std::stable_sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.shard < b.shard; });
+  for (std::size_t i = 1; i < parts.size(); ++i)
+    if (parts[i].shard == parts[i - 1].shard)
+      bad_report(parts[i].path, "/shard", fmt::format("shard {}/{} again (also {})", parts[i].shard, shards, parts[i - 1].path));
+  std::vector<int> missing;
+  for (int k = 1, i = 0; k <= shards; ++k) {
+    if (i < int(parts.size()) && parts[std::size_t(i)].shard == k) ++i;
+    else missing.push_back(k);
+  }
+  if (!missing.empty())
+    bad_report(parts.front().path, "/shard",
+               fmt::format("shard{} {} of {} missing: merge needs every shard's report", missing.size() == 1 ? "" : "s",
+                           fmt::join(missing, ", "), shards));
+  std::size_t total = 0;
+  for (const Part& p : parts) total += p.report.results.size();
+  for (const Part& p : parts) {
+    const std::size_t expected = (total + std::size_t(shards - p.shard)) / std::size_t(shards);
+    if (p.report.results.size() != expected)
+      bad_report(p.path, "/cases",
+                 fmt::format("{} cases, but shard {} of {} cases split {} ways has {}: the shards did not run one case list",
+                             p.report.results.size(), p.shard, total, shards, expected));
+  }
+}
+
+// Values in first-seen order, without repeats.
+void add_distinct(std::vector<std::string>& values, const std::string& value) {
+  if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+}
+
+}  // namespace
+
+CommandOutput merge_command(const Invocation& inv) {
+  CommandOutput out;
+  for (const std::string* path : {&inv.merge.json_path, &inv.merge.junit_path}) {
+    if (path->empty()) continue;
+    try {
+      require_writable(*path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("report {}", e.what()));
+    }
+  }
+  std::vector<Part> parts;
+  for (const std::string& path : inv.merge.reports) parts.push_back(read_part(path));
+  const auto sharded = std::count_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards > 0; });
+  if (sharded > 0 && sharded < std::ptrdiff_t(parts.size())) {
+    const auto& unsharded = *std::find_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards == 0; });
+    const auto& with_shard = *std::find_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards > 0; });
+    bad_report(unsharded.path, "/shard",
+               fmt::format("not a shard, but {} is shard {}: merge joins either the shards of one run or unsharded reports",
+                           with_shard.path, with_shard.report.context.shard));
+  }
+  std::vector<CaseResult> results;
+  if (sharded) {
+    check_shards(parts);
+    const std::size_t shards = parts.size();
+    for (std::size_t j = 0; j < parts.front().report.results.size(); ++j)
+      for (std::size_t k = 0; k < shards && j < parts[k].report.results.size(); ++k)
+        results.push_back(std::move(parts[k].report.results[j]));
+  } else {
+    for (Part& p : parts)
+      for (CaseResult& r : p.report.results) results.push_back(std::move(r));
+  }
+
+  // Every shard loaded the same case files: a bad entry is reported once.
+  std::vector<CaseLoadError> load_errors;
+  std::vector<std::string> backends, devices, hosts, roots;
+  for (const Part& p : parts) {
+    for (const CaseLoadError& e : p.report.load_errors)
+      if (std::none_of(load_errors.begin(), load_errors.end(), [&](const CaseLoadError& seen) {
+            return seen.file == e.file && seen.pointer == e.pointer && seen.message == e.message;
+          }))
+        load_errors.push_back(e);
+    add_distinct(backends, p.report.context.backend);
+    add_distinct(devices, p.report.context.device);
+    add_distinct(hosts, p.report.context.hostname);
+    for (const std::string& root : p.report.context.case_roots) add_distinct(roots, root);
+  }
+  RunContext context = parts.front().report.context;
+  context.backend = fmt::format("{}", fmt::join(backends, "; "));
+  context.device = fmt::format("{}", fmt::join(devices, "; "));
+  context.hostname = fmt::format("{}", fmt::join(hosts, "; "));
+  context.case_roots = roots;
+  context.command_line = inv.command_line;
+  context.shard.clear();
+
+  const TableStyle style{inv.color, false, inv.merge.verbosity};
+  out.text = table_header(context);
+  for (const CaseResult& r : results) out.text += table_rows(r, style);
+  out.text += table_footer(results, load_errors, style);
+  for (const CaseLoadError& e : load_errors) out.notes += e.to_string() + "\n";
+  out.exit_code = verdict_exit_code(results, load_errors, inv.merge.allow_not_run);
+  write_reports(results, load_errors, context, inv.merge.json_path, inv.merge.junit_path, out);
+  return out;
+}
+
+}  // namespace attnres
