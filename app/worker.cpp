@@ -210,7 +210,7 @@ namespace {
 struct Slot {
   int device = -1;
   std::unique_ptr<Worker> worker;
-  bool greeted = false;
+  bool greeted = false, ever_greeted = false;
   std::optional<std::size_t> running;
   std::chrono::steady_clock::time_point start;
   std::string backend = "none", device_name = "none (no worker started)";
@@ -263,11 +263,12 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
       return;
     }
     if (message.contains("fatal")) {
+      // A worker that could never start (a bad --kernel, a device that is not there) is the
+      // run's error; a replacement that cannot start costs its case.
       const std::string text = message.at("fatal").get<std::string>();
-      if (!started_once) {
-        if (message.at("usage").get<bool>()) throw UsageError(text);
-        throw std::runtime_error(text);
-      }
+      const bool usage = message.at("usage").get<bool>();
+      if (!slot.ever_greeted && usage) throw UsageError(text);
+      if (!started_once) throw std::runtime_error(text);
       lost(slot, "a new worker process could not start: " + text);
       return;
     }
@@ -276,7 +277,7 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
       if (plan.all_devices) expand_to = message.at("device_count").get<int>();
     }
     started_once = true;
-    slot.greeted = true;
+    slot.greeted = slot.ever_greeted = true;
     slot.backend = message.at("backend").get<std::string>();
     slot.device_name = message.at("device").get<std::string>();
     ask(slot);

@@ -393,6 +393,34 @@ TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged
   }
 }
 
+// --devices: two workers sharing the one device (and "all": one per device there is) report what
+// one process reports, in case order, each case naming the device that ran it.
+TEST_F(Gpu, WorkersPerDeviceReportWhatOneProcessReports) {
+  const std::vector<std::string> base{"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                                      "--filter", "public-t3-*", "--filter", "seed*"};
+  const BinaryRun single = run_binary(base);
+  ASSERT_EQ(single.exit_code, kExitOk) << single.output;
+  for (const char* devices : {"0,0", "all"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--devices", devices});
+    const BinaryRun spread = run_binary(args);
+    EXPECT_EQ(spread.exit_code, kExitOk) << spread.output;
+    ASSERT_EQ(spread.report["cases"].size(), single.report["cases"].size()) << spread.output;
+    for (std::size_t i = 0; i < single.report["cases"].size(); ++i) {
+      nlohmann::json a = single.report["cases"][i], b = spread.report["cases"][i];
+      for (const char* varying : {"seconds", "timings"}) {
+        a.erase(varying);
+        b.erase(varying);
+      }
+      EXPECT_EQ(a, b) << devices;
+    }
+    EXPECT_EQ(spread.report["device"], single.report["device"]) << devices;
+  }
+  const BinaryRun missing = run_binary({"run", testing::source_path("cases/guard.json"), "--devices", "0,7"});
+  EXPECT_EQ(missing.exit_code, kExitBadInput) << missing.output;
+  EXPECT_NE(missing.output.find("--device 7: this process sees"), std::string::npos) << missing.output;
+}
+
 TEST_F(Gpu, AnIllegalAddressCostsOnlyItsCase) {
   const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
                                     cuda_plugin("faults")});
