@@ -76,7 +76,7 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
                     spec.prefix_row_stride, s.has_delta ? std::to_string(spec.delta_row_stride) : "-",
                     spec.output_row_stride, spec.blocks_row_stride, spec.strides().blocks_token);
   md += fmt::format("- kernel requested: {}, layout guard: {}\n", to_string(spec.kernel), r.layout_guard ? "on" : "off");
-  md += "- input checksums (logical elements, FNV-1a 64 over bf16 bits):\n";
+  md += "- input checksums (logical elements; mix64sum, docs/cases.md):\n";
   for (const auto& [name, sum] : r.input_checksums) md += fmt::format("  - `{}`: `{}`\n", name, sum);
   md += "\n## What came out\n\n";
   md += fmt::format("- verdict: **{}** (expected: {})\n", to_string(r.disposition),

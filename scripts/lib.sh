@@ -30,6 +30,9 @@ install_missing_packages() {
       missing+=(libtorch-dev)
     /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
   fi
+  # The schema and JUnit reader test (tests/validate_reports.py).
+  /usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
+  /usr/bin/python3 -c 'import junitparser' >/dev/null 2>&1 || missing+=(python3-junitparser)
   command -v help2man >/dev/null 2>&1 || missing+=(help2man)
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v g++ >/dev/null 2>&1 || missing+=(g++)
