@@ -1,14 +1,16 @@
 #include "app/bench.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/checks.h"
+#include "app/commands.h"
+#include "app/csv.h"
 #include "app/device_checks.h"
+#include "app/file_output.h"
 #include "app/plugin_kernel.h"
 #include "app/runner.h"
 #include "kernels/device_buffer.h"
@@ -202,6 +204,31 @@ double time_kernel_with_events(InputSets& sets, int repeats, const std::function
   return median(ms);
 }
 
+// One row per point: median microseconds and bytes per second of each kernel timed there (empty
+// where it did not run) and the reference's milliseconds.
+std::string bench_csv(const json& points) {
+  std::string csv = csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "native_us", "native_bytes_per_s",
+                             "portable_us", "portable_bytes_per_s", "kernel", "kernel_us", "kernel_bytes_per_s",
+                             "cublas_reference_ms"});
+  auto cells = [](const json& point, const char* kernel) -> std::vector<std::string> {
+    if (!point.contains(kernel) || !point[kernel].contains("median_us")) return {"", ""};
+    return {fmt::format("{}", point[kernel]["median_us"].get<double>()),
+            fmt::format("{}", point[kernel]["bytes_per_s"].get<double>())};
+  };
+  for (const json& p : points) {
+    std::vector<std::string> row{std::to_string(p["tokens"].get<std::int64_t>()), std::to_string(p["num_blocks"].get<int>()),
+                                 std::to_string(p["hidden"].get<int>()), fmt::format("{}", p["bytes"].get<double>()),
+                                 fmt::format("{}", p["copy_bandwidth"].get<double>())};
+    for (const char* kernel : {"native", "portable"})
+      for (std::string& cell : cells(p, kernel)) row.push_back(std::move(cell));
+    row.push_back(p.contains("kernel") ? p["kernel"]["name"].get<std::string>() : "");
+    for (std::string& cell : cells(p, "kernel")) row.push_back(std::move(cell));
+    row.push_back(fmt::format("{}", p["cublas_reference_ms"].get<double>()));
+    csv += csv_row(row);
+  }
+  return csv;
+}
+
 // The kernel under test from --kernel, timed beside the built-in ones.
 struct KernelUnderTest {
   std::unique_ptr<KernelEntry> entry;
@@ -212,6 +239,7 @@ struct KernelUnderTest {
 
 CommandOutput bench_command(const BenchArguments& args, const BackendOptions& kernel_options) {
   CommandOutput out;
+  require_writable_reports({args.markdown_path, args.json_path, args.csv_path});
   std::string why;
   std::unique_ptr<Backend> backend = make_cuda_backend(why);
   if (!backend) throw std::runtime_error("bench needs a CUDA device: " + why);
@@ -341,12 +369,13 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       results.push_back(point);
     }
   out.text = table;
-  if (!args.markdown_path.empty()) std::ofstream(args.markdown_path) << table;
+  if (!args.markdown_path.empty()) write_file_atomically(args.markdown_path, table);
   if (!args.json_path.empty())
-    std::ofstream(args.json_path) << json{{"schema", "attnres-check/bench"}, {"schema_version", 1}, {"device", device.name},
-                                          {"copy_bandwidth", copy}, {"repeats", args.repeats}, {"points", results}}
-                                         .dump(2)
-                                  << "\n";
+    write_file_atomically(args.json_path, json{{"schema", "attnres-check/bench"}, {"schema_version", 1}, {"device", device.name},
+                                               {"copy_bandwidth", copy}, {"repeats", args.repeats}, {"points", results}}
+                                                  .dump(2) +
+                                              "\n");
+  if (!args.csv_path.empty()) write_file_atomically(args.csv_path, bench_csv(results));
   return out;
 }
 

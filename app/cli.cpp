@@ -109,6 +109,7 @@ Invocation parse(const std::vector<std::string>& args) {
                   "binary, or ./cases)");
   run->add_option("--json", inv.run.json_path, "write the versioned JSON report here");
   run->add_option("--junit", inv.run.junit_path, "write JUnit XML here");
+  run->add_option("--csv", inv.run.csv_path, "write one CSV row per case here");
   run->add_option("--filter", inv.run.filters,
                   "run only cases whose name contains this text, or matches it as a glob where it has *, ? or [ "
                   "(repeatable: any of them)");
@@ -157,6 +158,7 @@ Invocation parse(const std::vector<std::string>& args) {
       ->capture_default_str();
   bench->add_option("--markdown", inv.bench.markdown_path, "also write the table as markdown here");
   bench->add_option("--json", inv.bench.json_path, "also write the results as JSON here");
+  bench->add_option("--csv", inv.bench.csv_path, "also write one CSV row per point here");
   add_kernel_options(bench, inv.backend);
 
   CLI::App* repro = app.add_subcommand("repro", "write a bug-report bundle for a case");
@@ -181,6 +183,7 @@ Invocation parse(const std::vector<std::string>& args) {
   merge->add_option("reports", inv.merge.reports, "JSON reports written by run --json")->required();
   merge->add_option("--json", inv.merge.json_path, "write the merged JSON report here");
   merge->add_option("--junit", inv.merge.junit_path, "write the merged report as JUnit XML here");
+  merge->add_option("--csv", inv.merge.csv_path, "write one CSV row per case here");
   merge->add_flag("--allow-not-run", inv.merge.allow_not_run, "cases nothing could run do not fail the exit code");
   bool merge_quiet = false, merge_verbose = false;
   merge->add_flag("-q,--quiet", merge_quiet, "show only the cases that did not meet their expectations, and the summary");

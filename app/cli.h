@@ -35,6 +35,7 @@ struct RunArguments {
   std::vector<std::string> paths;
   std::string json_path;
   std::string junit_path;
+  std::string csv_path;
   std::vector<std::string> filters;
   std::string shard;  // "k/n", 1-based
   bool no_layout_guard = false;
@@ -58,6 +59,7 @@ struct MergeArguments {
   std::vector<std::string> reports;  // JSON reports of run (--shard k/n jobs, or any runs)
   std::string json_path;
   std::string junit_path;
+  std::string csv_path;
   bool allow_not_run = false;
   Verbosity verbosity = Verbosity::normal;
 };
@@ -69,6 +71,7 @@ struct BenchArguments {
   int repeats = 50;
   std::string markdown_path;
   std::string json_path;
+  std::string csv_path;
 };
 
 struct ReproArguments {

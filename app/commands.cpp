@@ -172,14 +172,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
     throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
   // A report that cannot be written is found before any case runs.
-  for (const std::string* path : {&inv.run.json_path, &inv.run.junit_path}) {
-    if (path->empty()) continue;
-    try {
-      require_writable(*path);
-    } catch (const std::runtime_error& e) {
-      throw UsageError(fmt::format("report {}", e.what()));
-    }
-  }
+  require_writable_reports({inv.run.json_path, inv.run.junit_path, inv.run.csv_path});
   LoadedCases loaded = load_cases(inv.run.paths);
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> cases =
@@ -270,7 +263,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   } else {
     out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
   }
-  write_reports(results, loaded.errors, context, inv.run.json_path, inv.run.junit_path, out);
+  write_reports(results, loaded.errors, context, {inv.run.json_path, inv.run.junit_path, inv.run.csv_path}, out);
   return out;
 }
 
@@ -329,7 +322,7 @@ int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<
 }
 
 void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
-                   const RunContext& context, const std::string& json_path, const std::string& junit_path, CommandOutput& out) {
+                   const RunContext& context, const ReportPaths& paths, CommandOutput& out) {
   // The table is already made: a report that fails to write costs only itself.
   auto write_report = [&](const std::string& path, auto&& content) {
     if (path.empty()) return;
@@ -340,8 +333,20 @@ void write_reports(const std::vector<CaseResult>& results, const std::vector<Cas
       if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
     }
   };
-  write_report(json_path, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; });
-  write_report(junit_path, [&] { return junit_xml(results, load_errors, context); });
+  write_report(paths.json, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; });
+  write_report(paths.junit, [&] { return junit_xml(results, load_errors, context); });
+  write_report(paths.csv, [&] { return results_csv(results); });
+}
+
+void require_writable_reports(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (path.empty()) continue;
+    try {
+      require_writable(path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("report {}", e.what()));
+    }
+  }
 }
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note) {

@@ -39,10 +39,16 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string
 int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       bool allow_not_run);
 
-// Writes the JSON and JUnit reports where a path is given; one that fails to write is a note
+// Writes the JSON, JUnit and CSV reports where a path is given; one that fails to write is a note
 // and turns an exit code of 0 into kExitUnmet.
+struct ReportPaths {
+  std::string json, junit, csv;  // empty: not written
+};
 void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
-                   const RunContext& context, const std::string& json_path, const std::string& junit_path, CommandOutput& out);
+                   const RunContext& context, const ReportPaths& paths, CommandOutput& out);
+
+// Refuses (UsageError naming it) a report path that cannot be written, before anything runs.
+void require_writable_reports(const std::vector<std::string>& paths);
 
 // Loads exactly one case (optionally chosen by name) from a file; throws UsageError or a
 // CaseParseError-derived message.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "app/csv.h"
 #include "app/json_io.h"
 #include "app/result_json.h"
 
@@ -163,6 +164,32 @@ json report_json(const std::vector<CaseResult>& results, const std::vector<CaseL
   j["cases"] = json::array();
   for (const CaseResult& r : results) j["cases"].push_back(result_json(r));
   return j;
+}
+
+std::string results_csv(const std::vector<CaseResult>& results) {
+  std::string csv = csv_row({"name", "disposition", "meets_expectation", "kernel", "backend", "device", "seed", "reference",
+                             "max_abs_error", "worst_t", "worst_h", "mismatched", "total", "nan_count", "inf_count",
+                             "prefix_mismatches", "blocks_mismatches", "damaged_elements", "seconds", "detail"});
+  for (const CaseResult& r : results) {
+    std::vector<std::string> row{r.name, to_string(r.disposition), meets_expectation(r.disposition) ? "true" : "false",
+                                 r.kernel, r.backend, r.device, std::to_string(r.seed)};
+    if (const auto& c = r.comparison) {
+      for (const std::string& cell :
+           {c->reference, fmt::format("{}", c->max_abs_error), std::to_string(c->worst_token), std::to_string(c->worst_column),
+            std::to_string(c->mismatched), std::to_string(c->total), std::to_string(c->nan_count), std::to_string(c->inf_count),
+            std::to_string(c->prefix_mismatches), std::to_string(c->blocks_mismatches)})
+        row.push_back(cell);
+    } else {
+      row.insert(row.end(), 10, "");
+    }
+    std::int64_t damaged = 0;
+    for (const Violation& v : r.violations) damaged += v.count;
+    row.push_back(std::to_string(damaged));
+    row.push_back(fmt::format("{:.6f}", r.seconds));
+    row.push_back(r.detail);
+    csv += csv_row(row);
+  }
+  return csv;
 }
 
 LoadedReport report_from_json(const json& j) {

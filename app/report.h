@@ -71,6 +71,11 @@ struct LoadedReport {
 // The inverse of report_json. Throws JsonInputError naming the JSON pointer of what is wrong.
 LoadedReport report_from_json(const nlohmann::json& report);
 
+// One row per case (RFC 4180): name, disposition, meets_expectation, kernel, backend, device,
+// seed, reference, max_abs_error, worst_t, worst_h, mismatched, total, nan_count, inf_count,
+// prefix_mismatches, blocks_mismatches, damaged_elements (the violations' counts), seconds, detail.
+std::string results_csv(const std::vector<CaseResult>& results);
+
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       const RunContext& context);
 

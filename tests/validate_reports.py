@@ -5,6 +5,7 @@ python3-junitparser; exit 77, a ctest skip, where they are missing).
 
 Usage: validate_reports.py ATTNRES_CHECK SOURCE_DIR"""
 import copy
+import csv
 import json
 import pathlib
 import subprocess
@@ -60,19 +61,30 @@ with tempfile.TemporaryDirectory() as work:
             "unguarded": ["run", str(source / "cases/guard.json"), "--no-layout-guard"]}
     for name, args in runs.items():
         subprocess.run([binary, *args, "--backend", "cpu", "--json", str(work / f"{name}.json"),
-                        "--junit", str(work / f"{name}.xml")], capture_output=True, check=False)
+                        "--junit", str(work / f"{name}.xml"), "--csv", str(work / f"{name}.csv")], capture_output=True,
+                       check=False)
     for shard in (1, 2):
         subprocess.run([binary, *runs["run"], "--backend", "cpu", "--shard", f"{shard}/2", "--json",
                         str(work / f"shard{shard}.json")], capture_output=True, check=False)
     subprocess.run([binary, "merge", str(work / "shard1.json"), str(work / "shard2.json"), "--json", str(work / "merged.json"),
-                    "--junit", str(work / "merged.xml")], capture_output=True, check=False)
+                    "--junit", str(work / "merged.xml"), "--csv", str(work / "merged.csv")], capture_output=True, check=False)
 
     for name in ("run", "unguarded", "merged"):
         report = json.loads((work / f"{name}.json").read_text())
         for error in reports.iter_errors(report):
             failures.append(f"{name}.json: {error.json_path}: {error.message}")
-        dispositions = {case["disposition"] for case in report["cases"]}
         check(report["summary"]["total"] == len(report["cases"]), f"{name}.json: summary total")
+
+        # CSV read back with Python's reader: a row per case with the JSON's values.
+        with open(work / f"{name}.csv", newline="", encoding="utf-8") as table:
+            rows = list(csv.DictReader(table))
+        check(len(rows) == len(report["cases"]), f"{name}.csv: {len(rows)} rows for {len(report['cases'])} cases")
+        for row, case in zip(rows, report["cases"]):
+            same = row["name"] == case["name"] and row["disposition"] == case["disposition"] and \
+                row["detail"] == case["detail"] and int(row["seed"]) == case["seed"]
+            if case["comparison"]:
+                same = same and int(row["mismatched"]) == case["comparison"]["mismatched"]
+            check(same, f"{name}.csv: row {row} differs from the JSON's {case['name']}")
 
         # JUnit read back: one suite per case file, every case a test, failures and errors as the
         # JSON has them, the run's properties on each suite.
