@@ -53,6 +53,8 @@ class CaseWorkspace {
   // Throws KernelRejection when the kernel refuses, KernelFailure or CudaError when it fails.
   virtual void run_kernel(KernelEntry& kernel, const LaunchOptions& options) = 0;
   virtual Comparison compare(double atol, double rtol) = 0;
+  // |out - ref| pooled into cells (run --html draws it); after run_kernel.
+  virtual ErrorMap error_map(double atol, double rtol) = 0;
   // prefix/blocks exactness, canaries, guard regions, inputs unchanged, output written.
   virtual ExactnessReport check() = 0;
   // Host copies for a repro bundle; only where the workspace was made to keep them, and last.

@@ -85,6 +85,35 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
   return comparison_from(total, output.rows, output.columns, atol, rtol);
 }
 
+ErrorMap empty_error_map(std::int64_t tokens, std::int64_t hidden) {
+  ErrorMap map;
+  map.rows = std::min(tokens, kErrorMapRows);
+  map.columns = std::min(hidden, kErrorMapColumns);
+  map.tokens = tokens;
+  map.hidden = hidden;
+  map.max_error.assign(std::size_t(map.rows * map.columns), 0.0);
+  map.mismatched.assign(map.max_error.size(), 0);
+  return map;
+}
+
+ErrorMap error_map(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
+  ErrorMap map = empty_error_map(output.rows, output.columns);
+  // Rows of cells are disjoint sets of tokens: one thread per band of cell rows.
+  parallel_for(map.rows, [&](std::int64_t first_cell_row, std::int64_t end_cell_row) {
+    const std::int64_t t_begin = (first_cell_row * map.tokens + map.rows - 1) / map.rows;
+    const std::int64_t t_end = (end_cell_row * map.tokens + map.rows - 1) / map.rows;
+    for (std::int64_t t = t_begin; t < t_end; ++t)
+      for (std::int64_t h = 0; h < output.columns; ++h) {
+        const double got = bf16_to_float(output.at(t, h)), want = reference[std::size_t(t * output.columns + h)];
+        const double difference = output_difference(got, want);
+        const std::size_t cell = std::size_t((t * map.rows / map.tokens) * map.columns + h * map.columns / map.hidden);
+        map.max_error[cell] = std::fmax(map.max_error[cell], difference);
+        map.mismatched[cell] += output_mismatch(got, want, difference, atol, rtol);
+      }
+  });
+  return map;
+}
+
 std::string Violation::to_string() const {
   if (row < 0) return fmt::format("{}: {} at offset {} ({} elements)", tensor, kind, col, count);
   return fmt::format("{}: {} at row {} col {} ({} elements)", tensor, kind, row, col, count);

@@ -35,6 +35,20 @@ Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::i
 // Elementwise |out - ref| <= atol + rtol * |ref| over the logical [T, H] output, on every core.
 Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol);
 
+// |out - ref| over the [T, H] output pooled into at most kErrorMapRows x kErrorMapColumns cells:
+// each cell holds the largest difference among its elements and how many are out of tolerance.
+// Element (t, h) lies in cell (t * rows / T, h * columns / H).
+constexpr std::int64_t kErrorMapRows = 64, kErrorMapColumns = 128;
+struct ErrorMap {
+  std::int64_t rows = 0, columns = 0;  // cells
+  std::int64_t tokens = 0, hidden = 0;  // elements mapped
+  std::vector<double> max_error;        // rows * columns, row-major; Infinity where a non-finite output is off
+  std::vector<std::int64_t> mismatched;
+};
+// The map's shape for a [tokens, hidden] output, with no element seen yet.
+ErrorMap empty_error_map(std::int64_t tokens, std::int64_t hidden);
+ErrorMap error_map(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol);
+
 struct Violation {
   std::string tensor;
   std::string kind;  // e.g. "padding canary overwritten"

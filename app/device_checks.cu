@@ -196,6 +196,44 @@ __global__ void worst_index_kernel(DeviceTensorView out, const double* reference
   min_to(&totals->worst_index, first);
 }
 
+constexpr int kCellThreads = 128;
+
+// One block per cell: the largest difference and the mismatches among the cell's elements.
+__global__ void error_map_kernel(DeviceTensorView out, const double* reference, double atol, double rtol,
+                                 std::int64_t rows, std::int64_t columns, double* max_error, unsigned long long* mismatched) {
+  const std::int64_t cell_row = blockIdx.x / columns, cell_column = blockIdx.x % columns;
+  // Cell r holds the t with floor(t * rows / T) == r: t in [ceil(r * T / rows), ceil((r + 1) * T / rows)).
+  const std::int64_t t_begin = (cell_row * out.rows + rows - 1) / rows, t_end = ((cell_row + 1) * out.rows + rows - 1) / rows;
+  const std::int64_t h_begin = (cell_column * out.columns + columns - 1) / columns;
+  const std::int64_t h_end = ((cell_column + 1) * out.columns + columns - 1) / columns;
+  const std::int64_t width = h_end - h_begin;
+  double largest = 0;
+  unsigned long long count = 0;
+  for (std::int64_t i = threadIdx.x; i < (t_end - t_begin) * width; i += blockDim.x) {
+    const std::int64_t t = t_begin + i / width, h = h_begin + i % width;
+    const double got = bf16_to_float(out.data[t * out.row_stride + h]), want = reference[t * out.columns + h];
+    const double difference = output_difference(got, want);
+    largest = fmax(largest, difference);
+    count += output_mismatch(got, want, difference, atol, rtol);
+  }
+  __shared__ double largest_of[kCellThreads];
+  __shared__ unsigned long long count_of[kCellThreads];
+  largest_of[threadIdx.x] = largest;
+  count_of[threadIdx.x] = count;
+  __syncthreads();
+  for (int half = kCellThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      largest_of[threadIdx.x] = fmax(largest_of[threadIdx.x], largest_of[threadIdx.x + half]);
+      count_of[threadIdx.x] += count_of[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    max_error[blockIdx.x] = largest_of[0];
+    mismatched[blockIdx.x] = count_of[0];
+  }
+}
+
 __global__ void first_non_finite_kernel(const double* values, std::int64_t count, long long* first) {
   long long found = kNoOffset;
   ATTNRES_GRID_STRIDE(i, count) {
@@ -275,6 +313,21 @@ OutputTally compare_output_on_device(const DeviceTensorView& output, const doubl
   tally.worst_value = bf16_to_float(read_element(output.data + t * output.row_stride + h, stream));
   tally.worst_reference = read_element(reference + tally.worst_index, stream);
   return tally;
+}
+
+void error_map_on_device(const DeviceTensorView& output, const double* reference, double atol, double rtol,
+                         std::int64_t rows, std::int64_t columns, double* max_error, std::int64_t* mismatched,
+                         cudaStream_t stream) {
+  const std::size_t cells = std::size_t(rows * columns);
+  DeviceBuffer<double> largest(cells);
+  DeviceBuffer<unsigned long long> counts(cells);
+  error_map_kernel<<<unsigned(cells), kCellThreads, 0, stream>>>(output, reference, atol, rtol, rows, columns, largest.get(),
+                                                                  counts.get());
+  ATTNRES_CHECK_LAUNCH("error_map_kernel");
+  ATTNRES_CUDA_CHECK(cudaMemcpyAsync(max_error, largest.get(), largest.bytes(), cudaMemcpyDeviceToHost, stream));
+  static_assert(sizeof(std::int64_t) == sizeof(unsigned long long), "counts are copied as they are");
+  ATTNRES_CUDA_CHECK(cudaMemcpyAsync(mismatched, counts.get(), counts.bytes(), cudaMemcpyDeviceToHost, stream));
+  ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 std::int64_t first_non_finite_on_device(const double* values, std::int64_t count, cudaStream_t stream) {

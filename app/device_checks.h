@@ -50,6 +50,12 @@ TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole ro
 OutputTally compare_output_on_device(const DeviceTensorView& output, const double* reference, double atol, double rtol,
                                      cudaStream_t stream);
 
+// The pooled |out - ref| of ErrorMap (app/checks.h): `max_error` and `mismatched` hold rows *
+// columns cells; element (t, h) lies in cell (t * rows / T, h * columns / H).
+void error_map_on_device(const DeviceTensorView& output, const double* reference, double atol, double rtol,
+                         std::int64_t rows, std::int64_t columns, double* max_error, std::int64_t* mismatched,
+                         cudaStream_t stream);
+
 // Index of the first value that is not finite, or -1.
 std::int64_t first_non_finite_on_device(const double* values, std::int64_t count, cudaStream_t stream);
 

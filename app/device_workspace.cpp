@@ -81,6 +81,15 @@ class DeviceWorkspace : public CaseWorkspace {
     return comparison_from(tally, shape_.tokens, shape_.hidden, atol, rtol);
   }
 
+  ErrorMap error_map(double atol, double rtol) override {
+    ErrorMap map = empty_error_map(shape_.tokens, shape_.hidden);
+    guarded([&] {
+      error_map_on_device(view(kOutput), reference_.get(), atol, rtol, map.rows, map.columns, map.max_error.data(),
+                          map.mismatched.data(), nullptr);
+    });
+    return map;
+  }
+
   ExactnessReport check() override {
     ResidualSources residual;
     residual.prefix = pristine_[0];

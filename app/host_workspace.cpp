@@ -39,6 +39,8 @@ class HostWorkspace : public CaseWorkspace {
 
   Comparison compare(double atol, double rtol) override { return compare_output(tensors_.output, reference_, atol, rtol); }
 
+  ErrorMap error_map(double atol, double rtol) override { return attnres::error_map(tensors_.output, reference_, atol, rtol); }
+
   ExactnessReport check() override { return check_after_run(tensors_, expected_); }
 
   CaseArtifacts take_artifacts() override {

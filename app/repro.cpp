@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "app/error_map_image.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
 #include "app/report.h"
@@ -63,7 +64,7 @@ std::string backend_flags(const Invocation& inv) {
 }
 
 std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const json& env, const std::string& run_line,
-                            const std::string& replay_line, bool kernel_ran) {
+                            const std::string& replay_line, bool kernel_ran, bool error_map) {
   std::string md = fmt::format("# AttnRes: `{}` is {}\n\n", spec.name, to_string(r.disposition));
   md += fmt::format("{}\n\n", spec.description.empty() ? "(no description in the case)" : spec.description);
   md += "## What was fed\n\n";
@@ -108,6 +109,10 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += fmt::format("```\n{}\n```\n\n", replay_line);
   md += "Without attnres-check (PyTorch float64 reference; calls the vLLM op when it can be imported):\n\n";
   md += "```\npython3 repro.py\n```\n\n";
+  if (error_map)
+    md += "![|out - ref| over [T, H]](error-map.png)\n\n`error-map.png`: |out - ref| over [T, H] (tokens down, hidden across, "
+          "each cell the largest difference among its elements; log scale): dark blue to green within tolerance, orange to "
+          "dark red where elements are out of tolerance, black where a non-finite output is off.\n\n";
   md += kernel_ran ? "`outputs.safetensors` holds the kernel's output, prefix and blocks after the run, and the reference.\n"
                    : "The kernel did not run, so there is no `outputs.safetensors`.\n";
   return md;
@@ -162,9 +167,18 @@ CommandOutput repro_command(const Invocation& inv) {
                       inputs_file(spec, artifacts ? artifacts->inputs : make_case_tensors(spec)));
     written.push_back("inputs.safetensors");
   }
+  bool drew_error_map = false;
   if (artifacts) {
     write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
     written.push_back("outputs.safetensors");
+    if (can_write_png()) {
+      write_error_map_png((dir / "error-map.png").string(),
+                          error_map(artifacts->after.output, artifacts->reference, spec.atol, spec.rtol));
+      written.push_back("error-map.png");
+      drew_error_map = true;
+    } else {
+      out.notes += "error-map.png not written: this build has no libpng\n";
+    }
   }
   const json env = environment(*backend, inv.backend);
   write_text(dir / "environment.json", dump_json(env, 2) + "\n");
@@ -179,7 +193,7 @@ CommandOutput repro_command(const Invocation& inv) {
                                             with_binary(run_line), with_binary(replay_line)));
   fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
   write_text(dir / "repro.py", repro_script());
-  write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value()));
+  write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
 
   written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py"});
   out.text = fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),

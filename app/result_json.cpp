@@ -71,6 +71,14 @@ json result_json(const CaseResult& r) {
   j["violations"] = json::array();
   for (const Violation& v : r.violations)
     j["violations"].push_back({{"tensor", v.tensor}, {"kind", v.kind}, {"row", v.row}, {"col", v.col}, {"count", v.count}});
+  if (const auto& map = r.error_map) {
+    json cells = json::array();
+    for (const double e : map->max_error) cells.push_back(json_number(e));
+    j["error_map"] = {{"rows", map->rows}, {"columns", map->columns}, {"tokens", map->tokens}, {"hidden", map->hidden},
+                      {"max_error", cells}, {"mismatched", map->mismatched}};
+  } else {
+    j["error_map"] = nullptr;
+  }
   j["input_checksums"] = json::object();
   for (const auto& [name, sum] : r.input_checksums) j["input_checksums"][name] = sum;
   return j;
@@ -121,6 +129,19 @@ CaseResult result_from_json(const json& j) {
     r.violations.push_back({v.at("tensor").get<std::string>(), v.at("kind").get<std::string>(), v.at("row").get<std::int64_t>(),
                             v.at("col").get<std::int64_t>(), v.at("count").get<std::int64_t>()});
   for (const auto& [name, sum] : j.at("input_checksums").items()) r.input_checksums.emplace_back(name, sum.get<std::string>());
+  // Reports written before error maps have none.
+  if (const auto map = j.find("error_map"); map != j.end() && !map->is_null()) {
+    ErrorMap& out = r.error_map.emplace();
+    out.rows = map->at("rows").get<std::int64_t>();
+    out.columns = map->at("columns").get<std::int64_t>();
+    out.tokens = map->at("tokens").get<std::int64_t>();
+    out.hidden = map->at("hidden").get<std::int64_t>();
+    for (const json& e : map->at("max_error")) out.max_error.push_back(number_from_json(e));
+    out.mismatched = map->at("mismatched").get<std::vector<std::int64_t>>();
+    if (out.rows < 0 || out.columns < 0 || out.max_error.size() != std::size_t(out.rows * out.columns) ||
+        out.mismatched.size() != out.max_error.size())
+      throw std::invalid_argument("error_map: rows * columns cells expected");
+  }
   return r;
 }
 

@@ -137,8 +137,9 @@ class Lap {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-void run_and_judge(const CaseSpec& spec, Backend& backend, KernelEntry& kernel, const LaunchOptions& launch,
-                   const InputSource* inputs, CaseResult& result, std::optional<CaseArtifacts>* artifacts) {
+void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
+                   const LaunchOptions& launch, const InputSource* inputs, CaseResult& result,
+                   std::optional<CaseArtifacts>* artifacts) {
   Lap lap;
   const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, inputs, artifacts != nullptr);
   result.input_checksums = workspace->input_checksums();
@@ -176,6 +177,7 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, KernelEntry& kernel, 
   }
   Comparison comparison = workspace->compare(spec.atol, spec.rtol);
   comparison.reference = reference.name;
+  if (options.error_maps && comparison.mismatched) result.error_map = workspace->error_map(spec.atol, spec.rtol);
   result.timings.compare = lap.next();
   const ExactnessReport exactness = workspace->check();
   result.timings.checks = lap.next();
@@ -254,7 +256,7 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
         result.disposition = Disposition::not_run;
         result.detail = "not run: " + *why;
       } else {
-        run_and_judge(spec, backend, *selection.kernel, selection.launch, inputs, result, artifacts);
+        run_and_judge(spec, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts);
       }
     }
   } catch (const std::bad_alloc&) {

@@ -58,6 +58,7 @@ struct CaseResult {
   std::string kernel_context;  // what an external kernel said besides its message (a Python traceback)
   std::optional<Comparison> comparison;
   std::vector<Violation> violations;
+  std::optional<ErrorMap> error_map;  // with RunOptions::error_maps, where elements are out of tolerance
   std::vector<std::pair<std::string, std::string>> input_checksums;
   double seconds = 0;
   PhaseTimes timings;
@@ -69,6 +70,7 @@ struct RunOptions {
   // A registry entry every case runs on (--kernel); empty: each case's own choice, with
   // `auto` the dispatcher's policy over the built-in kernels.
   std::string kernel;
+  bool error_maps = false;  // an ErrorMap in the result of every case with elements out of tolerance (run --html)
 };
 
 // At most what run_case allocates for a case: the backend's footprint, what the input source

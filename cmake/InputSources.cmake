@@ -1,7 +1,9 @@
 # The host code that reads what other people wrote (case files, safetensors files) and builds
-# a case's tensors from it: plain C++, no CUDA. Built into the tool and into the fuzz targets.
+# a case's tensors from it, and the host checks after a run: plain C++, no CUDA. Built into the
+# tool and into the fuzz targets.
 set(ATTNRES_INPUT_SOURCES
   app/case_spec.cpp
+  app/checks.cpp
   app/json_io.cpp
   app/host_tensors.cpp
   app/safetensors.cpp

@@ -22,6 +22,7 @@ install_missing_packages() {
   [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
   [ -f /usr/include/dlpack/dlpack.h ] || missing+=(libdlpack-dev)
+  [ -f /usr/include/png.h ] || missing+=(libpng-dev)
   # The bridges' dependencies, where asked for (CI does: ATTNRES_BRIDGE_DEPS=1): Debian's CPU
   # torch for the torch-op and Python bridge tests, and Python's development files.
   if [ "${ATTNRES_BRIDGE_DEPS:-0}" = 1 ]; then
