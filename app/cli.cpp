@@ -110,6 +110,9 @@ Invocation parse(const std::vector<std::string>& args) {
   run->add_option("--json", inv.run.json_path, "write the versioned JSON report here");
   run->add_option("--junit", inv.run.junit_path, "write JUnit XML here");
   run->add_option("--csv", inv.run.csv_path, "write one CSV row per case here");
+  run->add_option("--html", inv.run.html_path,
+                  "write one self-contained HTML page here: the summary, every case, and each failing case with its "
+                  "message and error map");
   run->add_option("--filter", inv.run.filters,
                   "run only cases whose name contains this text, or matches it as a glob where it has *, ? or [ "
                   "(repeatable: any of them)");
@@ -184,6 +187,7 @@ Invocation parse(const std::vector<std::string>& args) {
   merge->add_option("--json", inv.merge.json_path, "write the merged JSON report here");
   merge->add_option("--junit", inv.merge.junit_path, "write the merged report as JUnit XML here");
   merge->add_option("--csv", inv.merge.csv_path, "write one CSV row per case here");
+  merge->add_option("--html", inv.merge.html_path, "write the merged run as one self-contained HTML page here");
   merge->add_flag("--allow-not-run", inv.merge.allow_not_run, "cases nothing could run do not fail the exit code");
   bool merge_quiet = false, merge_verbose = false;
   merge->add_flag("-q,--quiet", merge_quiet, "show only the cases that did not meet their expectations, and the summary");

@@ -36,6 +36,7 @@ struct RunArguments {
   std::string json_path;
   std::string junit_path;
   std::string csv_path;
+  std::string html_path;
   std::vector<std::string> filters;
   std::string shard;  // "k/n", 1-based
   bool no_layout_guard = false;
@@ -60,6 +61,7 @@ struct MergeArguments {
   std::string json_path;
   std::string junit_path;
   std::string csv_path;
+  std::string html_path;
   bool allow_not_run = false;
   Verbosity verbosity = Verbosity::normal;
 };

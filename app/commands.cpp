@@ -172,7 +172,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
     throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
   // A report that cannot be written is found before any case runs.
-  require_writable_reports({inv.run.json_path, inv.run.junit_path, inv.run.csv_path});
+  require_writable_reports({inv.run.json_path, inv.run.junit_path, inv.run.csv_path, inv.run.html_path});
   LoadedCases loaded = load_cases(inv.run.paths);
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> cases =
@@ -181,6 +181,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   options.disable_layout_guard = inv.run.no_layout_guard;
   options.budget = inv.budget;
   options.kernel = inv.backend.kernel;
+  options.error_maps = !inv.run.html_path.empty();
   cases = with_seeds(std::move(cases), inv.run);
 
   if (cases.empty() && loaded.errors.empty()) {
@@ -263,7 +264,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   } else {
     out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
   }
-  write_reports(results, loaded.errors, context, {inv.run.json_path, inv.run.junit_path, inv.run.csv_path}, out);
+  write_reports(results, loaded.errors, context, {inv.run.json_path, inv.run.junit_path, inv.run.csv_path, inv.run.html_path}, out);
   return out;
 }
 
@@ -336,6 +337,7 @@ void write_reports(const std::vector<CaseResult>& results, const std::vector<Cas
   write_report(paths.json, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; });
   write_report(paths.junit, [&] { return junit_xml(results, load_errors, context); });
   write_report(paths.csv, [&] { return results_csv(results); });
+  write_report(paths.html, [&] { return html_page(results, load_errors, context); });
 }
 
 void require_writable_reports(const std::vector<std::string>& paths) {

@@ -42,7 +42,7 @@ int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<
 // Writes the JSON, JUnit and CSV reports where a path is given; one that fails to write is a note
 // and turns an exit code of 0 into kExitUnmet.
 struct ReportPaths {
-  std::string json, junit, csv;  // empty: not written
+  std::string json, junit, csv, html;  // empty: not written
 };
 void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                    const RunContext& context, const ReportPaths& paths, CommandOutput& out);

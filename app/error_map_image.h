@@ -1,7 +1,7 @@
 // Pictures of an ErrorMap: a repro bundle's error-map.png and the SVG of run --html. Cells
 // within tolerance run from dark blue (|out - ref| tiny) to green (near the largest difference
-// on the map), cells holding elements out of tolerance from orange to dark red, on a log scale;
-// black where a non-finite output is infinitely off.
+// on the map), on a log scale; cells holding elements out of tolerance from orange (a few of its
+// elements) to dark red (all of them); black where a non-finite output is infinitely off.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -92,7 +92,7 @@ void add_distinct(std::vector<std::string>& values, const std::string& value) {
 
 CommandOutput merge_command(const Invocation& inv) {
   CommandOutput out;
-  require_writable_reports({inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path});
+  require_writable_reports({inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path, inv.merge.html_path});
   std::vector<Part> parts;
   for (const std::string& path : inv.merge.reports) parts.push_back(read_part(path));
   const auto sharded = std::count_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards > 0; });
@@ -143,7 +143,7 @@ CommandOutput merge_command(const Invocation& inv) {
   out.text += table_footer(results, load_errors, style);
   for (const CaseLoadError& e : load_errors) out.notes += e.to_string() + "\n";
   out.exit_code = verdict_exit_code(results, load_errors, inv.merge.allow_not_run);
-  write_reports(results, load_errors, context, {inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path}, out);
+  write_reports(results, load_errors, context, {inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path, inv.merge.html_path}, out);
   return out;
 }
 

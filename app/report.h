@@ -76,6 +76,12 @@ LoadedReport report_from_json(const nlohmann::json& report);
 // prefix_mismatches, blocks_mismatches, damaged_elements (the violations' counts), seconds, detail.
 std::string results_csv(const std::vector<CaseResult>& results);
 
+// One self-contained HTML page (no scripts, fonts or other files): the summary, every case in a
+// table, and under it each case that did not meet its expectation with its message and, where
+// the result has one, its error map.
+std::string html_page(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                      const RunContext& context);
+
 std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       const RunContext& context);
 

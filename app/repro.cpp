@@ -111,8 +111,8 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += "```\npython3 repro.py\n```\n\n";
   if (error_map)
     md += "![|out - ref| over [T, H]](error-map.png)\n\n`error-map.png`: |out - ref| over [T, H] (tokens down, hidden across, "
-          "each cell the largest difference among its elements; log scale): dark blue to green within tolerance, orange to "
-          "dark red where elements are out of tolerance, black where a non-finite output is off.\n\n";
+          "each cell the largest difference among its elements): dark blue to green within tolerance (log scale), orange "
+          "to dark red where some to all of the cell's elements are out of tolerance, black where a non-finite output is off.\n\n";
   md += kernel_ran ? "`outputs.safetensors` holds the kernel's output, prefix and blocks after the run, and the reference.\n"
                    : "The kernel did not run, so there is no `outputs.safetensors`.\n";
   return md;
