@@ -34,6 +34,8 @@ install_missing_packages() {
   # The schema and JUnit reader test (tests/validate_reports.py).
   /usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
   /usr/bin/python3 -c 'import junitparser' >/dev/null 2>&1 || missing+=(python3-junitparser)
+  # The run --html rendering test (tests/html_render_test.sh).
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v help2man >/dev/null 2>&1 || missing+=(help2man)
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v g++ >/dev/null 2>&1 || missing+=(g++)

@@ -146,6 +146,13 @@ CaseResult expect_device_checks_match_the_hosts(Backend& backend, const CaseSpec
   for (const Violation& v : r.violations) device_violations.push_back(v.to_string());
   for (const Violation& v : exactness.violations) host_violations.push_back(v.to_string());
   EXPECT_EQ(device_violations, host_violations);
+  if (options.error_maps && r.error_map) {
+    const ErrorMap host_map = error_map(artifacts->after.output, artifacts->reference, spec.atol, spec.rtol);
+    EXPECT_EQ(r.error_map->rows, host_map.rows);
+    EXPECT_EQ(r.error_map->columns, host_map.columns);
+    EXPECT_EQ(r.error_map->max_error, host_map.max_error);
+    EXPECT_EQ(r.error_map->mismatched, host_map.mismatched);
+  }
   return r;
 }
 
@@ -171,6 +178,7 @@ TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
   }));
   RunOptions options;
   options.kernel = "damaging";
+  options.error_maps = true;
   for (const bool replay : {false, true}) {
     SCOPED_TRACE(replay ? "replayed inputs" : "generated inputs");
     const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
@@ -178,6 +186,7 @@ TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
     EXPECT_EQ(r.violations.size(), 6u) << r.detail;
     EXPECT_EQ(r.comparison->prefix_mismatches, 1);
     EXPECT_EQ(r.comparison->blocks_mismatches, 1);
+    EXPECT_TRUE(r.error_map);
   }
   options.kernel.clear();  // and a clean run of the built-in kernel
   for (const bool replay : {false, true}) {

@@ -8,6 +8,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/error_map_image.h"
 #include "app/safetensors.h"
 #include "test_util.h"
 
@@ -106,6 +107,20 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
 
   const std::string report = read_file(bundle / "REPORT.md");
   EXPECT_NE(report.find("# AttnRes: `bug` is not-rejected"), std::string::npos);
+  if (can_write_png()) {  // the picture of |out - ref|: a PNG of 128 x 24 cells
+    const std::string png = read_file(bundle / "error-map.png");
+    ASSERT_GT(png.size(), 24u);
+    EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    const auto be32 = [&](std::size_t at) {
+      return (std::uint32_t(std::uint8_t(png[at])) << 24) | (std::uint32_t(std::uint8_t(png[at + 1])) << 16) |
+             (std::uint32_t(std::uint8_t(png[at + 2])) << 8) | std::uint32_t(std::uint8_t(png[at + 3]));
+    };
+    EXPECT_EQ(be32(16), 128u * 8u);     // width: 128 cells of 8 pixels
+    EXPECT_EQ(be32(20), 24u * 21u);     // height: 24 cells (T=24) of 512 / 24 pixels
+    EXPECT_NE(report.find("(error-map.png)"), std::string::npos);
+  } else {
+    EXPECT_NE(out.notes.find("error-map.png not written: this build has no libpng"), std::string::npos) << out.notes;
+  }
   EXPECT_NE(report.find("Mismatched elements:"), std::string::npos);
   EXPECT_NE(report.find("NaN in output: 0, Inf in output: 0; no CUDA fault"), std::string::npos);
   EXPECT_NE(report.find("prefix: padding canary overwritten"), std::string::npos);

@@ -126,6 +126,22 @@ TEST(Runner, OutOfToleranceAndInexactStateFail) {
   EXPECT_EQ(r.comparison->mismatch_summary(), "Mismatched elements: 10 / 2560 (0.4%)");
   EXPECT_EQ(r.comparison->worst_token, 1);
   EXPECT_GT(r.comparison->max_abs_error, 0.4);
+  EXPECT_FALSE(r.error_map);  // only where asked for (run --html)
+  RunOptions with_maps;
+  with_maps.error_maps = true;
+  const CaseResult mapped = run_case(small_case(), off, with_maps);
+  ASSERT_TRUE(mapped.error_map);
+  const ErrorMap& map = *mapped.error_map;
+  EXPECT_EQ(map.rows, 5);  // T=5 rows of 512: one cell per token, 128 cells of 4 columns
+  EXPECT_EQ(map.columns, 128);
+  // The ten bad elements are token 1's columns 0..9: cells 0, 1 (4 each) and 2 (2).
+  std::vector<std::int64_t> expected(5 * 128, 0);
+  expected[128 + 0] = 4;
+  expected[128 + 1] = 4;
+  expected[128 + 2] = 2;
+  EXPECT_EQ(map.mismatched, expected);
+  EXPECT_GT(map.max_error[128], 0.4);
+  EXPECT_LT(map.max_error[0], 0.05);
 
   FakeBackend stale_block([](CaseTensors& t) {
     correct(t);

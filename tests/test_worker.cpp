@@ -70,13 +70,18 @@ TEST(ResultJson, AResultSurvivesTheRoundTrip) {
   r.violations.push_back({"prefix", "padding canary overwritten", 2, 7170, 9});
   r.input_checksums.emplace_back("prefix", "fnv1a64:0123");
   r.seconds = 0.5;
-  r.timings = {0.1, 0.2, 0.3, 0.04, 0.05};
+  r.timings = {0.1, 0.2, 0.3, 0.04, 0.05, 0.006};
+  r.error_map = ErrorMap{1, 2, 3, 100, {0.5, INFINITY}, {0, 7}};
 
   const CaseResult back = result_from_json(json::parse(result_json(r).dump()));
   EXPECT_EQ(result_json(back), result_json(r));
   ASSERT_TRUE(back.comparison);
   EXPECT_TRUE(std::isnan(back.comparison->worst_value));
   EXPECT_EQ(back.comparison->max_abs_error, INFINITY);
+  ASSERT_TRUE(back.error_map);
+  EXPECT_EQ(back.error_map->max_error[1], INFINITY);
+  EXPECT_EQ(back.error_map->mismatched, (std::vector<std::int64_t>{0, 7}));
+  EXPECT_EQ(back.timings.report, 0.006);
   EXPECT_EQ(back.disposition, Disposition::memory_violation);
   EXPECT_EQ(back.violations.at(0).to_string(), r.violations.at(0).to_string());
   EXPECT_THROW(result_from_json(json{{"name", "c"}}), json::exception);
