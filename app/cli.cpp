@@ -65,6 +65,19 @@ std::optional<std::int64_t> parse_budget(const std::string& option, const std::s
   return bytes;
 }
 
+struct VerbosityFlags {
+  bool quiet = false, verbose = false;
+  Verbosity resolve() const {
+    if (quiet && verbose) throw UsageError("-q and -v exclude each other");
+    return quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal;
+  }
+};
+
+void add_verbosity_flags(CLI::App* command, VerbosityFlags& flags) {
+  command->add_flag("-q,--quiet", flags.quiet, "show only the cases that did not meet their expectations, and the summary");
+  command->add_flag("-v,--verbose", flags.verbose, "show why each case ran as it did and what happened, for every case");
+}
+
 // "all", or comma-separated device ordinals (repeats allowed).
 void parse_devices(const std::string& text, RunArguments& run) {
   if (text == "all") {
@@ -125,9 +138,8 @@ Invocation parse(const std::vector<std::string>& args) {
                 "with --inputs: replay even when the data disagrees with the checksums stored in the file");
   run->add_option("--interesting", inv.run.interesting,
                   "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
-  bool quiet = false, verbose = false;
-  run->add_flag("-q,--quiet", quiet, "show only the cases that did not meet their expectations, and the summary");
-  run->add_flag("-v,--verbose", verbose, "show why each case ran as it did and what happened, for every case");
+  VerbosityFlags run_verbosity;
+  add_verbosity_flags(run, run_verbosity);
   run->add_option("--seed", inv.run.seed, "generate every case's inputs from this seed instead of its own");
   run->add_option("--repeat", inv.run.repeat,
                   "run each case N times: with its own seed (or --seed), then with fresh seeds, each recorded in the "
@@ -189,9 +201,8 @@ Invocation parse(const std::vector<std::string>& args) {
   merge->add_option("--csv", inv.merge.csv_path, "write one CSV row per case here");
   merge->add_option("--html", inv.merge.html_path, "write the merged run as one self-contained HTML page here");
   merge->add_flag("--allow-not-run", inv.merge.allow_not_run, "cases nothing could run do not fail the exit code");
-  bool merge_quiet = false, merge_verbose = false;
-  merge->add_flag("-q,--quiet", merge_quiet, "show only the cases that did not meet their expectations, and the summary");
-  merge->add_flag("-v,--verbose", merge_verbose, "show why each case ran as it did and what happened, for every case");
+  VerbosityFlags merge_verbosity;
+  add_verbosity_flags(merge, merge_verbosity);
 
   // CLI11 takes the words last-first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -210,15 +221,13 @@ Invocation parse(const std::vector<std::string>& args) {
     throw UsageError(std::string(e.what()) + " (see --help)");
   }
   if (run->parsed()) inv.command = Command::run;
-  if (quiet && verbose) throw UsageError("-q and -v exclude each other");
-  inv.run.verbosity = quiet ? Verbosity::quiet : verbose ? Verbosity::verbose : Verbosity::normal;
+  inv.run.verbosity = run_verbosity.resolve();
   if (info->parsed()) inv.command = Command::info;
   if (bench->parsed()) inv.command = Command::bench;
   if (repro->parsed()) inv.command = Command::repro;
   if (shrink->parsed()) inv.command = Command::shrink;
   if (merge->parsed()) inv.command = Command::merge;
-  if (merge_quiet && merge_verbose) throw UsageError("-q and -v exclude each other");
-  inv.merge.verbosity = merge_quiet ? Verbosity::quiet : merge_verbose ? Verbosity::verbose : Verbosity::normal;
+  inv.merge.verbosity = merge_verbosity.resolve();
   if (run->get_option("--devices")->count()) {
     parse_devices(devices, inv.run);
     if (run->get_option("--device")->count()) throw UsageError("--device and --devices exclude each other");
