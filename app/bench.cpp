@@ -119,7 +119,7 @@ InputSets make_sets(const AttnResShape& shape, std::size_t l2_bytes) {
   const AttnResArgs a = sets.args(0);
   auto fill = [&](bf16_bits* data, std::int64_t rows, InputTensor which) {
     generate_on_device(data, rows, shape.hidden, shape.hidden, make_generator_key(spec.seed, to_string(which)),
-                       resolve(spec.distributions[int(which)], shape.hidden), nullptr);
+                       resolve(spec.distributions[int(which)], spec.shape), nullptr);
   };
   fill(const_cast<bf16_bits*>(a.norm_weight), 1, InputTensor::norm_weight);
   fill(const_cast<bf16_bits*>(a.qk_weight), 1, InputTensor::qk_weight);

@@ -125,8 +125,8 @@ class ObjectReader {
   std::set<std::string> asked_;
 };
 
-DistributionSpec parse_distribution(const json& value, const std::string& file,
-                                    const std::string& pointer, DistributionSpec fallback) {
+DistributionSpec parse_distribution(const json& value, const std::string& file, const std::string& pointer,
+                                    DistributionSpec fallback, bool takes_block_scales) {
   ObjectReader dist(value, file, pointer);
   const std::string kind = dist.choice("kind", {"normal", "uniform", "constant"}, "normal");
   DistributionSpec spec = fallback;
@@ -145,10 +145,25 @@ DistributionSpec parse_distribution(const json& value, const std::string& file,
     spec.kind = DistributionKind::constant;
     spec.value = dist.number("value", 0.0);
   }
+  spec.block_scales.clear();
+  if (const json* scales = dist.find("block_scales")) {
+    if (!takes_block_scales) dist.fail("block_scales", "only the blocks' distribution has block_scales");
+    if (!scales->is_array() || scales->empty() || scales->size() > std::size_t(kMaxScaledBlocks))
+      dist.fail("block_scales", fmt::format("must be a list of 1 to {} numbers, one per block", kMaxScaledBlocks));
+    for (std::size_t b = 0; b < scales->size(); ++b) {
+      const json& scale = (*scales)[b];
+      if (!scale.is_number() || !(scale.get<double>() >= 0.0) || !std::isfinite(scale.get<double>()))
+        dist.fail("block_scales", fmt::format("entry {} must be a finite number >= 0, got {}", b, scale.dump()));
+      spec.block_scales.push_back(scale.get<double>());
+    }
+  }
+  const double largest_scale =
+      spec.block_scales.empty() ? 1.0 : std::max(1.0, *std::max_element(spec.block_scales.begin(), spec.block_scales.end()));
   // Every generated value must be a finite bf16: a distribution that rounds to Inf makes a case
   // whose reference is not finite (the largest finite bf16 is 3.3895e38).
   constexpr double kLargestBf16 = 3.3895313892515355e38;
-  const auto require_bf16 = [&](const char* key, double bound) {
+  const auto require_bf16 = [&](const char* key, double unscaled_bound) {
+    const double bound = unscaled_bound * largest_scale;
     if (!(bound <= kLargestBf16))
       dist.fail(key, fmt::format("values up to {:g} do not fit bf16 (largest finite value {:g})", bound, kLargestBf16));
   };
@@ -188,14 +203,30 @@ const char* to_string(InputTensor tensor) {
   return "?";
 }
 
-ResolvedDistribution resolve(const DistributionSpec& spec, int hidden) {
+ResolvedDistribution resolve(const DistributionSpec& spec, const AttnResShape& shape) {
+  ResolvedDistribution r;
+  r.kind = spec.kind;
   switch (spec.kind) {
     case DistributionKind::normal:
-      return {spec.kind, spec.mean, spec.divide_by_sqrt_hidden ? spec.std / std::sqrt(double(hidden)) : spec.std};
-    case DistributionKind::uniform: return {spec.kind, spec.low, spec.high - spec.low};
-    case DistributionKind::constant: return {spec.kind, spec.value, 0.0};
+      r.a = spec.mean;
+      r.b = spec.divide_by_sqrt_hidden ? spec.std / std::sqrt(double(shape.hidden)) : spec.std;
+      break;
+    case DistributionKind::uniform:
+      r.a = spec.low;
+      r.b = spec.high - spec.low;
+      break;
+    case DistributionKind::constant:
+      r.a = spec.value;
+      r.b = 0.0;
+      break;
   }
-  return {};
+  if (!spec.block_scales.empty() && shape.max_blocks > 0) {
+    r.block_period = shape.max_blocks;
+    r.row_length = shape.hidden;
+    for (int b = 0; b < shape.max_blocks; ++b)
+      r.block_scale[b] = std::size_t(b) < spec.block_scales.size() ? spec.block_scales[std::size_t(b)] : 1.0;
+  }
+  return r;
 }
 
 std::string CaseLoadError::to_string() const {
@@ -326,7 +357,12 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
       if (entry.input) {
         if (const json* dist = tensor.find("dist"))
           spec.distributions[int(*entry.input)] =
-              parse_distribution(*dist, file, tensor.path("dist"), spec.distributions[int(*entry.input)]);
+              parse_distribution(*dist, file, tensor.path("dist"), spec.distributions[int(*entry.input)],
+                                 *entry.input == InputTensor::blocks);
+        const std::size_t scales = spec.distributions[int(*entry.input)].block_scales.size();
+        if (scales > std::size_t(max_blocks))
+          ObjectReader(tensor.find("dist") ? *tensor.find("dist") : *field, file, tensor.path("dist"))
+              .fail("block_scales", fmt::format("has {} entries, but max_blocks is {}", scales, max_blocks));
       }
       tensor.reject_unknown_keys();
     }
@@ -504,13 +540,16 @@ LoadedCases load_cases(const std::vector<std::string>& paths) {
 namespace {
 
 json distribution_to_json(const DistributionSpec& d) {
+  json j;
   switch (d.kind) {
     case DistributionKind::normal:
-      return {{"kind", "normal"}, {"mean", d.mean}, {"std", d.std}, {"divide_by_sqrt_hidden", d.divide_by_sqrt_hidden}};
-    case DistributionKind::uniform: return {{"kind", "uniform"}, {"low", d.low}, {"high", d.high}};
-    case DistributionKind::constant: return {{"kind", "constant"}, {"value", d.value}};
+      j = {{"kind", "normal"}, {"mean", d.mean}, {"std", d.std}, {"divide_by_sqrt_hidden", d.divide_by_sqrt_hidden}};
+      break;
+    case DistributionKind::uniform: j = {{"kind", "uniform"}, {"low", d.low}, {"high", d.high}}; break;
+    case DistributionKind::constant: j = {{"kind", "constant"}, {"value", d.value}}; break;
   }
-  return {};
+  if (!d.block_scales.empty()) j["block_scales"] = d.block_scales;
+  return j;
 }
 
 }  // namespace

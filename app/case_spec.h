@@ -30,9 +30,12 @@ struct DistributionSpec {
   double low = -1.0;
   double high = 1.0;
   double value = 0.0;
+  // blocks only: block b's values scaled by block_scales[b] (blocks past the list: 1), so that
+  // sources differ in RMS as residual streams do with depth.
+  std::vector<double> block_scales;
 };
 
-ResolvedDistribution resolve(const DistributionSpec& spec, int hidden);
+ResolvedDistribution resolve(const DistributionSpec& spec, const AttnResShape& shape);
 
 enum class Expectation { pass, reject };
 

@@ -36,7 +36,7 @@ class DeviceWorkspace : public CaseWorkspace {
         for (std::size_t i = 0; i < kOutput; ++i) {
           const InputTensor which = InputTensor(i);
           pristine_[i].key = make_generator_key(spec.seed, to_string(which));
-          pristine_[i].dist = resolve(spec.distributions[int(which)], shape_.hidden);
+          pristine_[i].dist = resolve(spec.distributions[int(which)], shape_);
           const DeviceTensorView v = view(i);
           generate_on_device(v.data, v.rows, v.columns, v.row_stride, pristine_[i].key, pristine_[i].dist, nullptr);
         }

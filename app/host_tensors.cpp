@@ -82,7 +82,7 @@ CaseTensors make_case_tensors(const CaseSpec& spec) {
   for (const GeneratedTensor& g : generated_tensors(t)) {
     HostTensor& tensor = *g.tensor;
     const GeneratorKey key = make_generator_key(spec.seed, to_string(g.which));
-    const ResolvedDistribution dist = resolve(spec.distributions[int(g.which)], spec.shape.hidden);
+    const ResolvedDistribution dist = resolve(spec.distributions[int(g.which)], spec.shape);
     parallel_for(tensor.rows, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t row = begin; row < end; ++row)
         for (std::int64_t col = 0; col < tensor.columns; ++col)

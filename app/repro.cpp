@@ -222,6 +222,8 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   if (s.max_blocks > needed_blocks)
     add(fmt::format("max_blocks {} -> {}", s.max_blocks, needed_blocks), [&](CaseSpec& n) {
       n.shape.max_blocks = needed_blocks;
+      std::vector<double>& scales = n.distributions[int(InputTensor::blocks)].block_scales;
+      if (scales.size() > std::size_t(needed_blocks)) scales.resize(std::size_t(needed_blocks));
     });
   if (s.block_write_idx >= 0) add("no block write", [](CaseSpec& n) { n.shape.block_write_idx = -1; });
   if (s.has_delta) add("no delta", [](CaseSpec& n) { n.shape.has_delta = false; });

@@ -34,12 +34,19 @@ ATTNRES_HD Philox4x32 philox4x32_10(Philox4x32 counter, std::uint32_t key0, std:
 
 enum class DistributionKind : int { normal = 0, uniform = 1, constant = 2 };
 
+constexpr int kMaxScaledBlocks = 64;
+
 // A distribution with everything precomputed on the host (e.g. std already divided by sqrt(H)),
 // so the device does exactly the host's arithmetic.
 struct ResolvedDistribution {
   DistributionKind kind = DistributionKind::normal;
   double a = 0.0;  // normal: mean; uniform: low;  constant: value
   double b = 1.0;  // normal: std;  uniform: high - low
+  // The blocks' per-block scales: logical row r (row_length elements) is block r % block_period,
+  // whose a and b are multiplied by block_scale[r % block_period]. 0: no scales.
+  int block_period = 0;
+  std::int64_t row_length = 0;
+  double block_scale[kMaxScaledBlocks] = {};
 };
 
 struct GeneratorKey {
@@ -58,17 +65,23 @@ inline GeneratorKey make_generator_key(std::uint64_t seed, const char* tensor_na
 // (bounded at +-3.46 sigma): no transcendental function whose last bit could differ by platform.
 ATTNRES_HD bf16_bits generate_bf16(const GeneratorKey& key, const ResolvedDistribution& dist,
                                    std::uint64_t index) {
-  if (dist.kind == DistributionKind::constant) return float_to_bf16(float(dist.a));
+  double a = dist.a, b = dist.b;
+  if (dist.block_period > 0) {
+    const double scale = dist.block_scale[(index / std::uint64_t(dist.row_length)) % std::uint64_t(dist.block_period)];
+    a *= scale;
+    b *= scale;
+  }
+  if (dist.kind == DistributionKind::constant) return float_to_bf16(float(a));
   const Philox4x32 r = philox4x32_10(
       Philox4x32{{std::uint32_t(index), std::uint32_t(index >> 32), 0u, 0u}}, key.key0, key.key1);
   double value;
   if (dist.kind == DistributionKind::uniform) {
     const double u = double(r.v[0] >> 8) * (1.0 / 16777216.0);
-    value = fma(dist.b, u, dist.a);
+    value = fma(b, u, a);
   } else {
     const std::int64_t sum = std::int64_t(r.v[0] >> 8) + (r.v[1] >> 8) + (r.v[2] >> 8) + (r.v[3] >> 8);
     const double standard = double(sum - (std::int64_t(1) << 25)) * (1.7320508075688772 / 16777216.0);
-    value = fma(dist.b, standard, dist.a);
+    value = fma(b, standard, a);
   }
   return float_to_bf16(float(value));
 }

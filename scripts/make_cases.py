@@ -9,6 +9,9 @@ guard.json    the seed repro (T=320, H=7168, 4 blocks, prefix stride 7175) and i
               the native kernel must refuse each with the exact message.
 fallback.json shapes the native kernel does not take: the dispatcher must fall back.
 large/        one T=4096, 8-block case (judged by the cuBLAS reference on a GPU).
+vllm/         one case per test id of vLLM's tests/models/kimi_k3/test_attn_res.py (docs/cases.md).
+flashinfer/   FlashInfer's Kimi-K3 AttnRes device grid, semantic variants and row-padded case.
+depth.json    realistic values: block RMS growing with depth, zero slots, large logits.
 """
 import json
 import os
@@ -18,10 +21,14 @@ MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} 
 
 
 def case(name, description, T, num_blocks, max_blocks=8, H=H, has_delta=True, has_output_norm=True,
-         block_write_idx=-1, seed=0, tensors=None, kernel="auto", expect=None):
+         block_write_idx=-1, seed=0, tensors=None, kernel="auto", expect=None, eps=None, output_norm_eps=None):
     c = {"schema_version": 1, "name": name, "description": description, "T": T, "H": H,
          "max_blocks": max_blocks, "num_blocks": num_blocks, "block_write_idx": block_write_idx,
          "has_delta": has_delta, "has_output_norm": has_output_norm, "seed": seed, "kernel": kernel}
+    if eps is not None:
+        c["eps"] = eps
+    if output_norm_eps is not None:
+        c["output_norm_eps"] = output_norm_eps
     if tensors:
         c["tensors"] = tensors
     if expect:
@@ -91,6 +98,131 @@ def large():
                  4096, 8, block_write_idx=7, seed=30)]
 
 
+# vLLM's tests/models/kimi_k3/test_attn_res.py: eps 1e-5, MAX_BLOCKS 8, H 7168, torch.randn
+# activations, norm weights 1 + 0.1 N, qk N / sqrt(H), and a written block is always block
+# num_blocks (the next slot, never a source).
+VLLM_EPS = 1e-5
+VLLM_WEIGHTS = {"norm_weight": {"dist": {"kind": "normal", "mean": 1, "std": 0.1}},
+                "qk_weight": {"dist": {"kind": "normal", "std": 1, "divide_by_sqrt_hidden": True}},
+                "output_norm_weight": {"dist": {"kind": "normal", "mean": 1, "std": 0.1}}}
+UNIT = {"dist": {"kind": "constant", "value": 1}}
+
+
+def vllm():
+    cases = []
+    # test_attn_res: (id, T, num_blocks, row_padding, write_block, has_delta)
+    for i, (test_id, T, nb, pad, write, has_delta) in enumerate([
+            ("triton-empty", 1, 0, 0, True, False), ("triton-empty-add", 1, 0, 0, True, True),
+            ("triton-write", 17, 5, 7, True, False), ("triton-write-add", 17, 5, 7, True, True),
+            ("triton-full", 3, 8, 0, False, False), ("triton-full-add", 3, 8, 0, False, True),
+            ("nvidia-single-token", 1, 4, 0, False, True), ("nvidia-1", 320, 1, 0, False, True),
+            ("nvidia-4", 320, 4, 0, False, True), ("nvidia-8", 320, 8, 0, False, True)]):
+        tensors = dict(VLLM_WEIGHTS)
+        if pad:
+            tensors.update({"prefix": {"row_padding": pad}, "blocks": {"row_padding": pad}})
+            if has_delta:
+                tensors["delta"] = {"row_padding": pad}
+        cases.append(case(f"vllm-attn_res-{test_id}", f"vLLM test_attn_res[{test_id}]: T={T}, num_blocks={nb}, row padding "
+                          f"{pad} on prefix/delta/blocks, {'writes block num_blocks' if write else 'no block write'}, "
+                          f"{'with' if has_delta else 'without'} delta.", T, nb, has_delta=has_delta,
+                          block_write_idx=nb if write else -1, seed=3000 + i, tensors=tensors, eps=VLLM_EPS,
+                          output_norm_eps=VLLM_EPS))
+    for nb in range(9):
+        cases.append(case(f"vllm-attn_res_block_counts-{nb}", f"vLLM test_attn_res_block_counts[{nb}]: T=1, unit norm "
+                          "weights, no delta, no block write.", 1, nb, has_delta=False, seed=3100 + nb,
+                          tensors={"norm_weight": UNIT, "qk_weight": VLLM_WEIGHTS["qk_weight"], "output_norm_weight": UNIT},
+                          eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    cases.append(case("vllm-attn_res_without_output_norm", "vLLM test_attn_res_without_output_norm: T=7, 8 blocks, delta, "
+                      "norm_weight N(0, 1), no output norm (output_norm_eps 0).", 7, 8, has_output_norm=False, seed=3200,
+                      tensors={"norm_weight": {"dist": {"kind": "normal"}}, "qk_weight": VLLM_WEIGHTS["qk_weight"]},
+                      eps=VLLM_EPS, output_norm_eps=0.0))
+    for i, (nb, has_delta, has_norm, write) in enumerate([(0, False, True, True), (4, True, True, True),
+                                                          (4, False, True, False), (8, True, False, False)]):
+        tensors = {"norm_weight": UNIT, "qk_weight": VLLM_WEIGHTS["qk_weight"]}
+        if has_norm:
+            tensors["output_norm_weight"] = UNIT
+        if has_delta:
+            tensors["delta"] = {"dist": {"kind": "constant", "value": 0}}
+        variant = f"{nb}-{'delta' if has_delta else 'nodelta'}-{'norm' if has_norm else 'nonorm'}-{'write' if write else 'nowrite'}"
+        cases.append(case(f"vllm-sm100_variants-{variant}", f"vLLM test_sm100_variants_do_not_fall_back_to_triton"
+                          f"[{nb}-{has_delta}-{has_norm}-{write}]: T=1, zero delta, unit weights.", 1, nb,
+                          has_delta=has_delta, has_output_norm=has_norm, block_write_idx=nb if write else -1,
+                          seed=3300 + i, tensors=tensors, eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    return cases
+
+
+# FlashInfer's Kimi-K3 AttnRes tests: M tokens, K blocks of 8, H 7168, eps 1e-5; prefix and blocks
+# uniform in [-1, 1], delta uniform in [-1/64, 1/64], norm weights N(1, 0.05), qk N(0, 0.02).
+FLASHINFER_TENSORS = {"prefix": {"dist": {"kind": "uniform", "low": -1, "high": 1}},
+                      "delta": {"dist": {"kind": "uniform", "low": -0.015625, "high": 0.015625}},
+                      "blocks": {"dist": {"kind": "uniform", "low": -1, "high": 1}},
+                      "norm_weight": {"dist": {"kind": "normal", "mean": 1, "std": 0.05}},
+                      "qk_weight": {"dist": {"kind": "normal", "std": 0.02}},
+                      "output_norm_weight": {"dist": {"kind": "normal", "mean": 1, "std": 0.05}}}
+
+
+def flashinfer_tensors(has_delta=True, has_output_norm=True, padding=0):
+    tensors = {k: dict(v) for k, v in FLASHINFER_TENSORS.items()
+               if (has_delta or k != "delta") and (has_output_norm or k != "output_norm_weight")}
+    if padding:
+        for k in ("prefix", "delta", "blocks"):
+            if k in tensors:
+                tensors[k]["row_padding"] = padding
+        tensors["output"] = {"row_padding": padding}
+    return tensors
+
+
+def flashinfer():
+    grid = [(1, 0), (1, 4), (1, 5), (1, 6), (1, 7), (1, 8), (16, 8), (64, 4), (256, 1), (256, 8), (512, 1), (1024, 4),
+            (4096, 5), (16384, 8)]
+    cases = [case(f"flashinfer-grid-m{M}-k{K}", f"FlashInfer's device grid: M={M}, K={K}, delta, output norm, no block write.",
+                  M, K, seed=4000 + i, tensors=flashinfer_tensors(), eps=VLLM_EPS, output_norm_eps=VLLM_EPS)
+             for i, (M, K) in enumerate(grid)]
+    for i, (M, K, has_delta, write, has_norm) in enumerate([(1, 0, False, 0, True), (17, 4, True, 4, True),
+                                                            (3, 7, True, 7, True), (17, 4, False, -1, True),
+                                                            (7, 8, True, -1, False)]):
+        name = f"flashinfer-semantic-m{M}-k{K}-{'delta' if has_delta else 'nodelta'}-write{write}-{'norm' if has_norm else 'nonorm'}"
+        cases.append(case(name, f"FlashInfer's semantic variant M={M}, K={K}, delta {has_delta}, block_write_idx {write}, "
+                          f"output norm {has_norm}.", M, K, has_delta=has_delta, has_output_norm=has_norm,
+                          block_write_idx=write, seed=4100 + i, tensors=flashinfer_tensors(has_delta, has_norm),
+                          eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    # FlashInfer's API takes every row stride; of the built-in kernels only the portable one does
+    # (the native one refuses padded rows, as vLLM's op does), so the case names it.
+    cases.append(case("flashinfer-row-padded-64", "FlashInfer's row-padded case: M=17, K=4, every row stride (prefix, "
+                      "delta, blocks, out) padded by 64 elements, block 4 written. Built in, the portable kernel runs it; "
+                      "--kernel runs it on yours.", 17, 4, block_write_idx=4, seed=4200, kernel="portable",
+                      tensors=flashinfer_tensors(padding=64), eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    return cases
+
+
+# Residual streams grow with depth: later blocks have larger RMS than earlier ones, and a slot of
+# the residual bank that no layer has written yet holds zeros. Cases whose sources differ in RMS
+# catch a kernel that drops the key RMS-norm; zeros catch one that drops eps; large logits catch a
+# softmax that skips the max subtraction.
+DEPTH_SCALES = [1, 1.5, 2, 3, 4, 6, 8, 12]
+
+
+def depth():
+    cases = []
+    for i, (T, nb, write) in enumerate([(1, 8, -1), (17, 5, 5), (320, 8, -1), (64, 3, 3)]):
+        cases.append(case(f"depth-t{T}-b{nb}", f"Blocks whose RMS grows with depth (scales {DEPTH_SCALES[:nb]}), p the "
+                          "largest: the keys' RMS-norm decides the softmax.", T, nb, block_write_idx=write, seed=5000 + i,
+                          tensors={"blocks": {"dist": {"kind": "normal", "block_scales": DEPTH_SCALES}},
+                                   "prefix": {"dist": {"kind": "normal", "std": 16}}},
+                          eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    cases.append(case("zero-slots-t17-b4", "Blocks 0 and 2 hold zeros (residual-bank slots not written yet): "
+                      "rsqrt(mean(v^2) + eps) is finite only because of eps.", 17, 4, block_write_idx=4, seed=5100,
+                      tensors={"blocks": {"dist": {"kind": "normal", "block_scales": [0, 1, 0, 2]}}},
+                      eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    cases.append(case("large-logits-t17-b6", "Activations with mean 1 and qk weights with mean 0.05 give logits near "
+                      "H x 0.05 (about 300): exp overflows float unless the softmax subtracts the max.", 17, 6, seed=5200,
+                      tensors={"prefix": {"dist": {"kind": "normal", "mean": 1, "std": 1}},
+                               "blocks": {"dist": {"kind": "normal", "mean": 1, "std": 1, "block_scales": [1, 2, 0.5, 1, 3, 1]}},
+                               "qk_weight": {"dist": {"kind": "normal", "mean": 0.05, "std": 0.01}}},
+                      eps=VLLM_EPS, output_norm_eps=VLLM_EPS))
+    return cases
+
+
 def write(path, cases):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
@@ -104,3 +236,8 @@ if __name__ == "__main__":
     write("cases/guard.json", guard())
     write("cases/fallback.json", fallback())
     write("cases/large/large.json", large())
+    for c in vllm():
+        write(f"cases/vllm/{c['name'][len('vllm-'):]}.json", c)
+    for c in flashinfer():
+        write(f"cases/flashinfer/{c['name'][len('flashinfer-'):]}.json", c)
+    write("cases/depth.json", depth())

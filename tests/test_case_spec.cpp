@@ -120,6 +120,23 @@ TEST(CaseSpec, ImpossibleShapes) {
   EXPECT_EQ(error_of(c, "f"), "f: /dtype: must be one of \"bf16\", got \"fp16\"");
 }
 
+TEST(CaseSpec, BlockScalesBelongToBlocksAndFitMaxBlocksAndBf16) {
+  json c = minimal();
+  c["tensors"]["blocks"]["dist"] = {{"kind", "normal"}, {"block_scales", {0.5, 0, 4}}};
+  EXPECT_EQ(parse_case(c, "f", "").distributions[int(InputTensor::blocks)].block_scales, (std::vector<double>{0.5, 0, 4}));
+  c["tensors"]["blocks"]["dist"]["block_scales"] = {1, 1, 1, 1, 1};
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/block_scales: has 5 entries, but max_blocks is 4");
+  c["tensors"]["blocks"]["dist"]["block_scales"] = {1, -1};
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/block_scales: entry 1 must be a finite number >= 0, got -1");
+  c["tensors"]["blocks"]["dist"]["block_scales"] = json::array();
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/block_scales: must be a list of 1 to 64 numbers, one per block");
+  c["tensors"]["blocks"]["dist"] = {{"kind", "normal"}, {"std", 1e36}, {"block_scales", {1, 100}}};
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/std: values up to 3.4641e+38 do not fit bf16 (largest finite value 3.38953e+38)");
+  c = minimal();
+  c["tensors"]["prefix"]["dist"] = {{"kind", "normal"}, {"block_scales", {2}}};
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/prefix/dist/block_scales: only the blocks' distribution has block_scales");
+}
+
 TEST(CaseSpec, TensorsOfAbsentInputsAreErrors) {
   json c = minimal();
   c["has_delta"] = false;
@@ -142,7 +159,8 @@ TEST(CaseSpec, RoundTripsThroughJson) {
   c["block_write_idx"] = 3;
   c["seed"] = 18446744073709551615ull;
   c["tensors"] = {{"prefix", {{"row_padding", 3}, {"dist", {{"kind", "uniform"}, {"low", -2}, {"high", 3}}}}},
-                  {"qk_weight", {{"dist", {{"kind", "constant"}, {"value", 0.5}}}}}};
+                  {"qk_weight", {{"dist", {{"kind", "constant"}, {"value", 0.5}}}}},
+                  {"blocks", {{"dist", {{"kind", "normal"}, {"block_scales", {0.25, 3}}}}}}};
   const CaseSpec a = parse_case(c, "f", "");
   const CaseSpec b = parse_case(case_to_json(a), "f", "");
   EXPECT_EQ(case_to_json(a), case_to_json(b));
@@ -150,6 +168,7 @@ TEST(CaseSpec, RoundTripsThroughJson) {
   EXPECT_EQ(b.prefix_row_stride, 67);
   EXPECT_EQ(b.distributions[int(InputTensor::prefix)].kind, DistributionKind::uniform);
   EXPECT_EQ(b.distributions[int(InputTensor::qk_weight)].kind, DistributionKind::constant);
+  EXPECT_EQ(b.distributions[int(InputTensor::blocks)].block_scales, (std::vector<double>{0.25, 3}));
 }
 
 TEST(CaseSpec, ABadCaseInAListLosesNoOtherCase) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "app/case_spec.h"
 #include "app/host_tensors.h"
 #include "kernels/philox.h"
 
@@ -32,6 +33,24 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   EXPECT_EQ(ones.v[1], 0x41c83b0eu);
   EXPECT_EQ(ones.v[2], 0xa20bc7c6u);
   EXPECT_EQ(ones.v[3], 0x6d5451fdu);
+}
+
+// A power-of-two scale commutes with bf16 rounding, so a scaled block must hold exactly the
+// unscaled block's values times its scale; blocks past the list are unscaled.
+TEST(Generator, BlockScalesScaleEachBlockOfEveryToken) {
+  CaseSpec plain = default_case("scales", 5, 64, 4, 4);
+  plain.seed = 9;
+  CaseSpec scaled = plain;
+  scaled.distributions[int(InputTensor::blocks)].block_scales = {2.0, 0.0, 0.5};
+  const CaseTensors a = make_case_tensors(plain), b = make_case_tensors(scaled);
+  const float scale[4] = {2.0f, 0.0f, 0.5f, 1.0f};
+  for (std::int64_t t = 0; t < 5; ++t)
+    for (int block = 0; block < 4; ++block)
+      for (std::int64_t h = 0; h < 64; ++h) {
+        const std::int64_t row = t * 4 + block;
+        ASSERT_EQ(bf16_to_float(b.blocks.at(row, h)), scale[block] * bf16_to_float(a.blocks.at(row, h))) << t << " " << block;
+      }
+  EXPECT_EQ(a.prefix.storage, b.prefix.storage);  // only the blocks carry scales
 }
 
 TEST(Generator, SameSeedSameBitsOtherTensorOtherBits) {

@@ -58,11 +58,12 @@ TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
   CaseSpec spec = default_case("gen", 37, 520, 3, 2);
   spec.seed = testing::fresh_seed();
   spec.blocks_row_stride = 531;
+  spec.distributions[int(InputTensor::blocks)].block_scales = {0.5, 3.0};  // block 2: 1
   const CaseTensors host = make_case_tensors(spec);
   const std::int64_t rows = 37 * 3;
   DeviceBuffer<bf16_bits> device{std::size_t(rows * 531)};
   generate_on_device(device.get(), rows, 520, 531, make_generator_key(spec.seed, "blocks"),
-                     resolve(spec.distributions[int(InputTensor::blocks)], 520), nullptr);
+                     resolve(spec.distributions[int(InputTensor::blocks)], spec.shape), nullptr);
   std::vector<bf16_bits> back(device.size());
   ATTNRES_CUDA_CHECK(cudaMemcpy(back.data(), device.get(), device.bytes(), cudaMemcpyDeviceToHost));
   for (std::int64_t r = 0; r < rows; ++r)
@@ -77,6 +78,7 @@ TEST_F(Gpu, DeviceMadeInputsEqualTheHostsEverywhere) {
   spec.prefix_row_stride = 1007;
   spec.blocks_row_stride = 1003;
   spec.output_row_stride = 1008;
+  spec.distributions[int(InputTensor::blocks)].block_scales = {0.0, 2.5, 1.0, 0.125, 7.0};
   SCOPED_TRACE("seed " + std::to_string(spec.seed));
   const CaseTensors host = make_case_tensors(spec);
   const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
