@@ -50,6 +50,9 @@ class CaseWorkspace {
   virtual std::vector<std::pair<std::string, std::string>> input_checksums() = 0;
   // The float64 reference on the inputs as made; before run_kernel.
   virtual ReferenceSummary compute_reference() = 0;
+  // The inputs, canaries and poisoned output back as they were made, so that another kernel can
+  // run on them against the same reference. The host workspace needs its inputs kept for it.
+  virtual void restore_inputs() = 0;
   // Throws KernelRejection when the kernel refuses, KernelFailure or CudaError when it fails.
   virtual void run_kernel(KernelEntry& kernel, const LaunchOptions& options) = 0;
   virtual Comparison compare(double atol, double rtol) = 0;

@@ -204,13 +204,30 @@ Invocation parse(const std::vector<std::string>& args) {
   VerbosityFlags merge_verbosity;
   add_verbosity_flags(merge, merge_verbosity);
 
+  CLI::App* mutants = app.add_subcommand(
+      "mutants", "run deliberately wrong kernels over the cases and report which cases catch which (mutation score)");
+  mutants->add_option("cases", inv.mutants.paths, "case files or directories; default: the bundled cases");
+  mutants->add_option("--filter", inv.mutants.filters, "only cases whose name contains this text or matches this glob (repeatable)");
+  mutants->add_option("--only", inv.mutants.only, "only these mutants (repeatable; names as the table prints them)");
+  mutants->add_option("--json", inv.mutants.json_path, "write which cases killed which mutant as JSON here");
+  mutants->add_option("--fail-under", inv.mutants.fail_under,
+                      "exit 1 when the mutation score (percent of mutants killed) is below this, e.g. 100")
+      ->check(CLI::Range(0.0, 100.0));
+  mutants->add_option("--device", inv.backend.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
+      ->check(CLI::NonNegativeNumber);
+  mutants->add_option("--backend", inv.backend.backend,
+                      "auto: the CUDA device if there is one (mutants of a one-thread-per-token kernel); cpu: the "
+                      "same mutants on the host")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  add_budget_options(mutants, budget);
+
   // CLI11 takes the words last-first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     inv.help = app.help();
-    for (CLI::App* sub : {run, info, bench, repro, shrink, merge})
+    for (CLI::App* sub : {run, info, bench, repro, shrink, merge, mutants})
       if (sub->parsed()) inv.help = sub->help();
     return inv;
   } catch (const CLI::CallForVersion&) {
@@ -227,6 +244,7 @@ Invocation parse(const std::vector<std::string>& args) {
   if (repro->parsed()) inv.command = Command::repro;
   if (shrink->parsed()) inv.command = Command::shrink;
   if (merge->parsed()) inv.command = Command::merge;
+  if (mutants->parsed()) inv.command = Command::mutants;
   inv.merge.verbosity = merge_verbosity.resolve();
   if (run->get_option("--devices")->count()) {
     parse_devices(devices, inv.run);
@@ -241,6 +259,7 @@ Invocation parse(const std::vector<std::string>& args) {
     throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
   if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back(bundled_cases_directory());
   if (inv.command == Command::run && inv.run.paths.empty()) inv.run.paths.push_back(bundled_cases_directory());
+  if (inv.command == Command::mutants && inv.mutants.paths.empty()) inv.mutants.paths.push_back(bundled_cases_directory());
   if (inv.command == Command::bench) {
     for (auto t : inv.bench.tokens)
       if (t < 1) throw UsageError("--tokens: every value must be >= 1");

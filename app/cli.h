@@ -17,7 +17,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { run, info, bench, repro, shrink, merge };
+enum class Command { run, info, bench, repro, shrink, merge, mutants };
 
 struct BackendOptions {
   std::string backend = "auto";      // auto | cuda | cpu
@@ -92,6 +92,14 @@ struct ShrinkArguments {
   bool no_layout_guard = false;
 };
 
+struct MutantsArguments {
+  std::vector<std::string> paths;
+  std::vector<std::string> filters;
+  std::vector<std::string> only;  // mutant names; empty: every mutant
+  std::string json_path;
+  double fail_under = 0;  // exit 1 when the score (percent of mutants killed) is below this
+};
+
 struct Invocation {
   Command command = Command::run;
   BackendOptions backend;
@@ -102,6 +110,7 @@ struct Invocation {
   ReproArguments repro;
   ShrinkArguments shrink;
   MergeArguments merge;
+  MutantsArguments mutants;
   bool color = false;       // set by main from the terminal and NO_COLOR
   std::string help;         // non-empty: print this and exit 0
   std::string command_line;

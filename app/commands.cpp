@@ -15,6 +15,7 @@
 #include "app/file_output.h"
 #include "app/json_io.h"
 #include "app/merge.h"
+#include "app/mutants.h"
 #include "app/plugin_kernel.h"
 #include "app/repro.h"
 #include "app/report.h"
@@ -59,34 +60,6 @@ std::vector<CaseSpec> cases_for_kernel(std::vector<CaseSpec> cases, const std::s
   return kept;
 }
 
-std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
-  if (!args.filters.empty()) {
-    // A glob where the pattern has glob characters, else a substring (pytest's -k habit).
-    const auto matches = [](const std::string& pattern, const std::string& name) {
-      if (pattern.find_first_of("*?[") != std::string::npos) return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
-      return name.find(pattern) != std::string::npos;
-    };
-    std::vector<CaseSpec> kept;
-    for (auto& c : cases)
-      for (const auto& pattern : args.filters)
-        if (matches(pattern, c.name)) {
-          kept.push_back(std::move(c));
-          break;
-        }
-    cases = std::move(kept);
-  }
-  if (!args.shard.empty()) {
-    int k = 0, n = 0;
-    char slash = 0, extra = 0;
-    if (std::sscanf(args.shard.c_str(), "%d%c%d%c", &k, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || k < 1 || k > n)
-      throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
-    std::vector<CaseSpec> kept;
-    for (std::size_t i = 0; i < cases.size(); ++i)
-      if (int(i % std::size_t(n)) == k - 1) kept.push_back(std::move(cases[i]));
-    cases = std::move(kept);
-  }
-  return cases;
-}
 
 // What the reports say about the run: the backend and device that ran it, and how.
 RunContext run_context(const Invocation& inv, std::string backend, std::string device) {
@@ -314,6 +287,35 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
 
 }  // namespace
 
+std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
+  if (!args.filters.empty()) {
+    // A glob where the pattern has glob characters, else a substring (pytest's -k habit).
+    const auto matches = [](const std::string& pattern, const std::string& name) {
+      if (pattern.find_first_of("*?[") != std::string::npos) return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+      return name.find(pattern) != std::string::npos;
+    };
+    std::vector<CaseSpec> kept;
+    for (auto& c : cases)
+      for (const auto& pattern : args.filters)
+        if (matches(pattern, c.name)) {
+          kept.push_back(std::move(c));
+          break;
+        }
+    cases = std::move(kept);
+  }
+  if (!args.shard.empty()) {
+    int k = 0, n = 0;
+    char slash = 0, extra = 0;
+    if (std::sscanf(args.shard.c_str(), "%d%c%d%c", &k, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || k < 1 || k > n)
+      throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
+    std::vector<CaseSpec> kept;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      if (int(i % std::size_t(n)) == k - 1) kept.push_back(std::move(cases[i]));
+    cases = std::move(kept);
+  }
+  return cases;
+}
+
 int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       bool allow_not_run) {
   if (!load_errors.empty()) return kExitBadInput;
@@ -393,6 +395,7 @@ CommandOutput execute(const Invocation& inv, const Progress& progress, const Tex
     case Command::repro: return repro_command(inv);
     case Command::shrink: return shrink_command(inv);
     case Command::merge: return merge_command(inv);
+    case Command::mutants: return mutants_command(inv, progress);
   }
   return {};
 }

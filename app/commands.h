@@ -50,6 +50,9 @@ void write_reports(const std::vector<CaseResult>& results, const std::vector<Cas
 // Refuses (UsageError naming it) a report path that cannot be written, before anything runs.
 void require_writable_reports(const std::vector<std::string>& paths);
 
+// The cases --filter and --shard select, in order. Throws UsageError for a malformed --shard.
+std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args);
+
 // Loads exactly one case (optionally chosen by name) from a file; throws UsageError or a
 // CaseParseError-derived message.
 CaseSpec load_single_case(const std::string& path, const std::string& name);

@@ -25,11 +25,7 @@ class DeviceWorkspace : public CaseWorkspace {
   DeviceWorkspace(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts, bool& usable)
       : shape_(spec.shape), strides_(spec.strides()), layouts_(case_layouts(shape_, strides_)), usable_(usable) {
     guarded([&] {
-      for (const TensorLayout& layout : layouts_) {
-        storage_.emplace_back(std::size_t(layout.storage_elements()));
-        fill_on_device(storage_.back().get(), layout.storage_elements(), kCanaryBits, nullptr);
-      }
-      fill_rows_on_device(view(kOutput), kPoisonBits, nullptr);
+      for (const TensorLayout& layout : layouts_) storage_.emplace_back(std::size_t(layout.storage_elements()));
       if (inputs) {
         upload(inputs->make(), keep_artifacts);
       } else {
@@ -37,14 +33,14 @@ class DeviceWorkspace : public CaseWorkspace {
           const InputTensor which = InputTensor(i);
           pristine_[i].key = make_generator_key(spec.seed, to_string(which));
           pristine_[i].dist = resolve(spec.distributions[int(which)], shape_);
-          const DeviceTensorView v = view(i);
-          generate_on_device(v.data, v.rows, v.columns, v.row_stride, pristine_[i].key, pristine_[i].dist, nullptr);
         }
-        if (keep_artifacts) inputs_ = download();
       }
-      ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      make_inputs();
+      if (!inputs && keep_artifacts) inputs_ = download();
     });
   }
+
+  void restore_inputs() override { guarded([&] { make_inputs(); }); }
 
   std::vector<std::pair<std::string, std::string>> input_checksums() override {
     std::vector<std::pair<std::string, std::string>> sums;
@@ -149,14 +145,31 @@ class DeviceWorkspace : public CaseWorkspace {
     return a;
   }
 
-  // Replayed inputs: the kernel's copy, and a pristine one the checks compare against.
+  // Canaries everywhere, the poisoned output, and the inputs as made: generated, or copied from
+  // the pristine replayed copies.
+  void make_inputs() {
+    for (std::size_t i = 0; i < storage_.size(); ++i)
+      if (i == kOutput || pristine_copies_.empty())
+        fill_on_device(storage_[i].get(), layouts_[i].storage_elements(), kCanaryBits, nullptr);
+    fill_rows_on_device(view(kOutput), kPoisonBits, nullptr);
+    for (std::size_t i = 0; i < kOutput; ++i) {
+      if (!pristine_copies_.empty()) {
+        ATTNRES_CUDA_CHECK(cudaMemcpy(storage_[i].get(), pristine_copies_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
+      } else {
+        const DeviceTensorView v = view(i);
+        generate_on_device(v.data, v.rows, v.columns, v.row_stride, pristine_[i].key, pristine_[i].dist, nullptr);
+      }
+    }
+    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
+
+  // Replayed inputs: a pristine device copy the kernel's copy is made from and the checks compare against.
   void upload(CaseTensors host, bool keep) {
     const std::vector<HostTensor*> tensors = host.all();
     for (std::size_t i = 0; i < kOutput; ++i) {
-      const std::size_t bytes = storage_[i].bytes();
-      ATTNRES_CUDA_CHECK(cudaMemcpy(storage_[i].get(), tensors[i]->storage.data(), bytes, cudaMemcpyHostToDevice));
       pristine_copies_.emplace_back(storage_[i].size());
-      ATTNRES_CUDA_CHECK(cudaMemcpy(pristine_copies_.back().get(), storage_[i].get(), bytes, cudaMemcpyDeviceToDevice));
+      ATTNRES_CUDA_CHECK(cudaMemcpy(pristine_copies_.back().get(), tensors[i]->storage.data(), storage_[i].bytes(),
+                                    cudaMemcpyHostToDevice));
       pristine_[i].copy = pristine_copies_.back().get() + kGuardElements;
     }
     if (keep) inputs_ = std::move(host);

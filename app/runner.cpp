@@ -137,19 +137,13 @@ class Lap {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
-                   const LaunchOptions& launch, const InputSource* inputs, CaseResult& result,
-                   std::optional<CaseArtifacts>* artifacts) {
+// The kernel on the workspace's inputs, judged against its reference. Sets result.comparison
+// only where the kernel ran and the reference could judge it.
+void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace& workspace,
+                  const ReferenceSummary& reference, KernelEntry& kernel, const LaunchOptions& launch, CaseResult& result) {
   Lap lap;
-  const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, inputs, artifacts != nullptr);
-  result.input_checksums = workspace->input_checksums();
-  result.timings.generate = lap.next();
-  // The reference runs on the inputs as made, before the kernel changes prefix and blocks; its
-  // own steps 1-2 say what they must hold afterwards.
-  const ReferenceSummary reference = workspace->compute_reference();
-  result.timings.reference = lap.next();
   try {
-    workspace->run_kernel(kernel, launch);
+    workspace.run_kernel(kernel, launch);
   } catch (const KernelRejection& e) {
     judge_rejection(spec, e, result);  // refused at launch (an external kernel's own guard)
     return;
@@ -175,11 +169,11 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
                                 index / hidden, index % hidden, value != value ? "NaN" : value > 0 ? "Infinity" : "-Infinity");
     return;
   }
-  Comparison comparison = workspace->compare(spec.atol, spec.rtol);
+  Comparison comparison = workspace.compare(spec.atol, spec.rtol);
   comparison.reference = reference.name;
-  if (options.error_maps && comparison.mismatched) result.error_map = workspace->error_map(spec.atol, spec.rtol);
+  if (options.error_maps && comparison.mismatched) result.error_map = workspace.error_map(spec.atol, spec.rtol);
   result.timings.compare = lap.next();
-  const ExactnessReport exactness = workspace->check();
+  const ExactnessReport exactness = workspace.check();
   result.timings.checks = lap.next();
   comparison.prefix_mismatches = exactness.prefix_mismatches;
   comparison.blocks_mismatches = exactness.blocks_mismatches;
@@ -205,7 +199,21 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
     result.disposition = Disposition::passed;
     result.detail = describe_comparison(comparison);
   }
-  if (artifacts) *artifacts = workspace->take_artifacts();
+}
+
+void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
+                   const LaunchOptions& launch, const InputSource* inputs, CaseResult& result,
+                   std::optional<CaseArtifacts>* artifacts) {
+  Lap lap;
+  const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, inputs, artifacts != nullptr);
+  result.input_checksums = workspace->input_checksums();
+  result.timings.generate = lap.next();
+  // The reference runs on the inputs as made, before the kernel changes prefix and blocks; its
+  // own steps 1-2 say what they must hold afterwards.
+  const ReferenceSummary reference = workspace->compute_reference();
+  result.timings.reference = lap.next();
+  judge_kernel(spec, options, *workspace, reference, kernel, launch, result);
+  if (artifacts && result.comparison) *artifacts = workspace->take_artifacts();
 }
 
 }  // namespace
@@ -228,17 +236,37 @@ std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& b
   return over_budget(case_footprint(spec, backend, keeps_artifacts, inputs), backend, options);
 }
 
-CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
-                    std::optional<CaseArtifacts>* artifacts) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+// What a result says of the case and where it runs, before anything runs.
+CaseResult result_for(const CaseSpec& spec, const Backend& backend, const RunOptions& options) {
   CaseResult result;
   result.name = spec.name;
   result.seed = spec.seed;
   result.location = spec.location();
   result.backend = backend.name();
-  const DeviceDescription device = backend.device();
-  result.device = describe_device(device);
+  result.device = describe_device(backend.device());
   result.layout_guard = spec.layout_guard && !options.disable_layout_guard;
+  return result;
+}
+
+void record_exception(CaseResult& result) {
+  result.disposition = Disposition::error;
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    result.detail = "out of host memory";
+  } catch (const std::exception& e) {
+    result.detail = e.what();
+  }
+}
+
+}  // namespace
+
+CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
+                    std::optional<CaseArtifacts>* artifacts) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseResult result = result_for(spec, backend, options);
   try {
     if (!backend.usable()) {
       result.disposition = Disposition::error;
@@ -259,15 +287,75 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
         run_and_judge(spec, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts);
       }
     }
-  } catch (const std::bad_alloc&) {
-    result.disposition = Disposition::error;
-    result.detail = "out of host memory";
-  } catch (const std::exception& e) {
-    result.disposition = Disposition::error;
-    result.detail = e.what();
+  } catch (const std::exception&) {
+    record_exception(result);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+std::vector<CaseResult> run_case_on_kernels(const CaseSpec& spec, Backend& backend, const RunOptions& options,
+                                            const std::vector<std::string>& kernels) {
+  std::vector<CaseResult> results;
+  std::vector<Selection> selections;
+  for (const std::string& name : kernels) {
+    results.push_back(result_for(spec, backend, options));
+    RunOptions one = options;
+    one.kernel = name;
+    selections.push_back(select_kernel(spec, backend, one, results.back().layout_guard));
+    results.back().kernel = name;
+    results.back().dispatch_reason = selections.back().reason;
+  }
+  auto all_not_judged = [&](Disposition disposition, const std::string& detail) {
+    for (CaseResult& r : results) {
+      r.disposition = disposition;
+      r.detail = detail;
+    }
+  };
+  if (!backend.usable()) {
+    all_not_judged(Disposition::error, "not attempted: an earlier fault left the CUDA context unusable");
+    return results;
+  }
+  // The workspace keeps the inputs as made (restore_inputs needs them on the host).
+  if (const auto why = budget_refusal(spec, backend, options, true)) {
+    all_not_judged(Disposition::not_run, "not run: " + *why);
+    return results;
+  }
+  std::unique_ptr<CaseWorkspace> workspace;
+  ReferenceSummary reference;
+  Lap lap;
+  try {
+    workspace = backend.prepare(spec, nullptr, true);
+    results.front().input_checksums = workspace->input_checksums();
+    results.front().timings.generate = lap.next();
+    reference = workspace->compute_reference();
+    results.front().timings.reference = lap.next();
+  } catch (const std::exception&) {
+    record_exception(results.front());
+    all_not_judged(results.front().disposition, results.front().detail);
+    return results;
+  }
+  bool used = false;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    CaseResult& result = results[i];
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (selections[i].not_run) {
+        result.disposition = Disposition::not_run;
+        result.detail = *selections[i].not_run;
+        continue;
+      }
+      if (!backend.usable()) throw std::runtime_error("not attempted: an earlier fault left the CUDA context unusable");
+      if (used) workspace->restore_inputs();
+      used = true;
+      result.input_checksums = results.front().input_checksums;
+      judge_kernel(spec, options, *workspace, reference, *selections[i].kernel, selections[i].launch, result);
+    } catch (const std::exception&) {
+      record_exception(result);
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return results;
 }
 
 }  // namespace attnres

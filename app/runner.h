@@ -86,4 +86,10 @@ std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& b
 CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options,
                     const InputSource* inputs = nullptr, std::optional<CaseArtifacts>* artifacts = nullptr);
 
+// The case's inputs and reference made once, then each kernel of the backend's registry named
+// in `kernels` run on the inputs as made and judged against that reference (`mutants`): one
+// result per kernel, in order. Every kernel is selected by name, as with RunOptions::kernel.
+std::vector<CaseResult> run_case_on_kernels(const CaseSpec& spec, Backend& backend, const RunOptions& options,
+                                            const std::vector<std::string>& kernels);
+
 }  // namespace attnres

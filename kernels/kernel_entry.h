@@ -54,6 +54,10 @@ class KernelRegistry {
 // modelled) device. Each entry is one line in registry.cpp.
 void register_builtin_kernels(KernelRegistry& registry, OperandPlace place, const NativeImages& images);
 
+// The deliberately wrong kernels of `attnres-check mutants` (kernels/mutant_kernel.h), named
+// "mutant:<mutation>", and the unmutated "mutant:none" they are measured against.
+std::vector<std::unique_ptr<KernelEntry>> make_mutant_entries(OperandPlace place);
+
 // The entries of each built-in kernel (each in its own file).
 std::unique_ptr<KernelEntry> make_native_entry(const NativeImages& images);
 std::unique_ptr<KernelEntry> make_portable_entry();

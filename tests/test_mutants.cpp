@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "app/backend.h"
+#include "app/mutants.h"
+#include "kernels/mutant_kernel.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+TEST(Mutants, Float16RoundingMatchesIeeeHalf) {
+  EXPECT_EQ(round_through_float16(1.0f + 0x1p-10f), 1.0f + 0x1p-10f);  // representable
+  EXPECT_EQ(round_through_float16(1.0f + 0x1p-11f), 1.0f);               // tie: to even
+  EXPECT_EQ(round_through_float16(1.0f + 3 * 0x1p-12f), 1.0f + 0x1p-10f);
+  EXPECT_EQ(round_through_float16(-3.14159f), -3.140625f);
+  EXPECT_EQ(round_through_float16(65504.0f), 65504.0f);  // largest finite half
+  EXPECT_EQ(round_through_float16(65519.0f), 65504.0f);
+  EXPECT_EQ(round_through_float16(65520.0f), INFINITY);
+  EXPECT_EQ(round_through_float16(0x1p-24f * 0.75f), 0x1p-24f);  // subnormal quantum 2^-24
+  EXPECT_EQ(round_through_float16(0x1p-24f * 0.25f), 0.0f);
+  EXPECT_EQ(round_through_float16(0x1p-14f + 0x1p-25f), 0x1p-14f);
+  EXPECT_TRUE(std::isnan(round_through_float16(NAN)));
+}
+
+TEST(Mutants, NamesAreUniqueAndSelectable) {
+  std::set<std::string> names;
+  for (const MutationInfo& m : mutations()) names.insert(mutant_kernel_name(m.mutation));
+  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(mutant_kernel_name(Mutation::none), "mutant:none");
+  EXPECT_EQ(mutant_kernel_name(Mutation::eps_ignored), "mutant:eps-ignored");
+}
+
+// Small cases, each aimed at what the default N(0, 1) draws let through: sources of differing
+// RMS, padded rows, a zero slot, logits in the hundreds; and one the unmutated kernel fails.
+std::vector<CaseSpec> aimed_cases() {
+  auto make = [](const char* name, int blocks, std::uint64_t seed) {
+    CaseSpec spec = default_case(name, 3, 512, blocks + 1, blocks);
+    spec.shape.block_write_idx = blocks;  // the next slot, as vLLM writes it
+    spec.seed = seed;
+    return spec;
+  };
+  CaseSpec depth = make("depth", 4, 1);
+  depth.distributions[int(InputTensor::blocks)].block_scales = {1, 3, 0.5, 6};
+  depth.distributions[int(InputTensor::prefix)].std = 4;
+  CaseSpec padded = make("padded", 2, 2);
+  padded.prefix_row_stride = padded.delta_row_stride = padded.output_row_stride = 520;
+  CaseSpec zero_slot = make("zero-slot", 2, 3);
+  zero_slot.distributions[int(InputTensor::blocks)].block_scales = {0, 1};
+  CaseSpec large_logits = make("large-logits", 3, 4);
+  for (InputTensor t : {InputTensor::prefix, InputTensor::blocks}) large_logits.distributions[int(t)].mean = 1.0;
+  large_logits.distributions[int(InputTensor::qk_weight)] = DistributionSpec{DistributionKind::normal, 4.0, 0.1};
+  CaseSpec reject = make("expects-reject", 1, 5);
+  reject.expect = Expectation::reject;
+  return {depth, padded, zero_slot, large_logits, reject};
+}
+
+std::vector<std::string> survivors(const MutationScore& score) {
+  std::vector<std::string> names;
+  for (const MutantOutcome& m : score.mutants)
+    if (m.killed_by.empty()) names.push_back(m.name);
+  return names;
+}
+
+std::vector<CaseSpec> without(std::vector<CaseSpec> cases, const std::string& name) {
+  cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const CaseSpec& c) { return c.name == name; }), cases.end());
+  return cases;
+}
+
+class MutantScore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
+    for (auto& entry : make_mutant_entries(OperandPlace::host)) backend_->add_kernel(std::move(entry));
+  }
+  MutationScore score(const std::vector<CaseSpec>& cases) { return score_mutants(cases, *backend_, RunOptions{}, {}, nullptr); }
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_F(MutantScore, AimedCasesKillEveryMutantAndLeaveOutWhatTheUnmutatedKernelFails) {
+  const MutationScore s = score(aimed_cases());
+  EXPECT_EQ(s.cases, 5);
+  ASSERT_EQ(s.left_out.size(), 1u);
+  EXPECT_EQ(s.left_out[0].name, "expects-reject");
+  EXPECT_EQ(s.left_out[0].disposition, Disposition::not_rejected);
+  EXPECT_EQ(survivors(s), std::vector<std::string>{});
+  EXPECT_EQ(s.killed(), 12);
+  EXPECT_DOUBLE_EQ(s.percent(), 100.0);
+  for (const MutantOutcome& m : s.mutants)
+    for (const CaseResult& r : m.killed_by) EXPECT_FALSE(meets_expectation(r.disposition)) << m.name << " " << r.name;
+}
+
+// Each aimed case is the only one that catches its mutant: without it, exactly that one survives.
+TEST_F(MutantScore, WithoutItsCaseTheMutantSurvives) {
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "zero-slot"))), std::vector<std::string>{"eps-ignored"});
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "large-logits"))), std::vector<std::string>{"softmax-without-max"});
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "padded"))), std::vector<std::string>{"hard-coded-row-stride"});
+  const MutationScore s = score(without(aimed_cases(), "padded"));
+  EXPECT_EQ(s.killed(), 11);
+  const nlohmann::json j = mutation_score_json(s);
+  EXPECT_EQ(j["killed"], 11);
+  EXPECT_EQ(j["total"], 12);
+  EXPECT_EQ(j["mutants"][9]["name"], "hard-coded-row-stride");
+  EXPECT_EQ(j["mutants"][9]["killed"], false);
+  EXPECT_NE(mutation_score_text(s).find("hard-coded-row-stride    SURVIVED"), std::string::npos);
+}
+
+TEST(MutantsCommand, FailUnderAndUnknownMutants) {
+  testing::TempDir dir;
+  nlohmann::json weak = case_to_json(default_case("weak", 2, 512, 2, 2));
+  const std::string file = dir.file("weak.json", weak.dump());
+  CommandOutput out = testing::run_cli({"mutants", file, "--backend", "cpu", "--fail-under", "100"});
+  EXPECT_EQ(out.exit_code, kExitUnmet);
+  EXPECT_NE(out.notes.find("is under --fail-under 100%"), std::string::npos) << out.notes;
+  out = testing::run_cli({"mutants", file, "--backend", "cpu", "--only", "delta-ignored", "--fail-under", "100",
+                          "--json", (dir.path() / "m.json").string()});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  EXPECT_NE(out.text.find("mutation score: 1 of 1 mutants killed (100%)"), std::string::npos) << out.text;
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir.path() / "m.json"))["mutants"][0]["killed_by"][0]["case"], "weak");
+  EXPECT_THROW(testing::run_cli({"mutants", file, "--backend", "cpu", "--only", "no-such"}), UsageError);
+}
+
+}  // namespace
+}  // namespace attnres
