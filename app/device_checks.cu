@@ -297,6 +297,7 @@ OutputTally compare_output_on_device(const DeviceTensorView& output, const doubl
   initial.worst_index = kNoOffset;
   Accumulator<CompareTotals> totals(initial, stream);
   const std::int64_t elements = output.rows * output.columns;
+  if (elements == 0) return OutputTally{};  // T = 0: nothing to compare
   compare_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, atol, rtol, totals.get());
   ATTNRES_CHECK_LAUNCH("compare_kernel");
   worst_index_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, totals.get());
@@ -319,6 +320,7 @@ void error_map_on_device(const DeviceTensorView& output, const double* reference
                          std::int64_t rows, std::int64_t columns, double* max_error, std::int64_t* mismatched,
                          cudaStream_t stream) {
   const std::size_t cells = std::size_t(rows * columns);
+  if (cells == 0) return;  // T = 0
   DeviceBuffer<double> largest(cells);
   DeviceBuffer<unsigned long long> counts(cells);
   error_map_kernel<<<unsigned(cells), kCellThreads, 0, stream>>>(output, reference, atol, rtol, rows, columns, largest.get(),

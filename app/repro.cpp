@@ -171,7 +171,9 @@ CommandOutput repro_command(const Invocation& inv) {
   if (artifacts) {
     write_safetensors((dir / "outputs.safetensors").string(), outputs_file(*artifacts));
     written.push_back("outputs.safetensors");
-    if (can_write_png()) {
+    if (spec.shape.tokens == 0) {
+      // An empty batch has no output to map.
+    } else if (can_write_png()) {
       write_error_map_png((dir / "error-map.png").string(),
                           error_map(artifacts->after.output, artifacts->reference, spec.atol, spec.rtol));
       written.push_back("error-map.png");

@@ -54,6 +54,7 @@ void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, Cas
 }
 
 std::string describe_comparison(const Comparison& c) {
+  if (c.total == 0) return "no output elements to compare (T = 0)";
   std::string text = fmt::format("max-abs error {:.4g} at [{}, {}] (got {:.6g}, reference {:.6g}) against atol {:g} + rtol {:g}; {}",
                                  c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.worst_reference, c.atol,
                                  c.rtol, c.mismatch_summary());
@@ -197,7 +198,9 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
     result.detail = describe_comparison(comparison);
   } else {
     result.disposition = Disposition::passed;
-    result.detail = describe_comparison(comparison);
+    result.detail = spec.shape.tokens == 0 ? "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: "
+                                             "guard regions, padding and inputs unchanged"
+                                           : describe_comparison(comparison);
   }
 }
 

@@ -296,8 +296,8 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   const View prefix_view = view_of(file_, file_.tensors[prefix], path);
   if (prefix_view.shape.size() != 2) throw fail("prefix", fmt::format("expected shape [T, H], got {}", shape_text(prefix_view.shape)));
   const std::int64_t tokens = prefix_view.shape[0], hidden = prefix_view.shape[1];
-  if (tokens < 1 || tokens > (std::int64_t(1) << 31) || hidden < 8 || hidden % 8 || hidden > 65536)
-    throw fail("prefix", fmt::format("shape {} needs T in [1, 2^31] and H a multiple of 8 in [8, 65536]", shape_text(prefix_view.shape)));
+  if (tokens < 0 || tokens > (std::int64_t(1) << 31) || hidden < 8 || hidden % 8 || hidden > 65536)
+    throw fail("prefix", fmt::format("shape {} needs T in [0, 2^31] and H a multiple of 8 in [8, 65536]", shape_text(prefix_view.shape)));
   const std::size_t blocks = require("blocks");
   const View blocks_view = view_of(file_, file_.tensors[blocks], path);
   if (blocks_view.shape.size() != 3 || blocks_view.shape[0] != tokens || blocks_view.shape[2] != hidden)

@@ -116,6 +116,7 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   const std::int64_t tokens = s.tokens, hidden = s.hidden;
   const int sources = s.num_blocks + 1;
   const std::int64_t block_rows = tokens * s.max_blocks;
+  if (tokens == 0) return DeviceBuffer<double>{};  // an empty batch: an empty [0, H] output
   // cuBLAS and grid dimensions count in int.
   if (block_rows > INT32_MAX || tokens * a.strides.blocks_row > INT32_MAX || a.strides.blocks_token > INT32_MAX)
     throw CudaError("cublas_reference: T * max_blocks and the strides must fit in int32", false);

@@ -11,6 +11,7 @@ fallback.json shapes the native kernel does not take: the dispatcher must fall b
 large/        one T=4096, 8-block case (judged by the cuBLAS reference on a GPU).
 vllm/         one case per test id of vLLM's tests/models/kimi_k3/test_attn_res.py (docs/cases.md).
 flashinfer/   FlashInfer's Kimi-K3 AttnRes device grid, semantic variants and row-padded case.
+empty.json    T=0: an empty serving batch.
 depth.json    realistic values: block RMS growing with depth, zero slots, large logits.
 """
 import json
@@ -223,6 +224,13 @@ def depth():
     return cases
 
 
+def empty():
+    return [case("empty-batch-b4-write", "T=0, an empty serving batch: every kernel returns without launching or writing.",
+                 0, 4, block_write_idx=4, seed=6000),
+            case("empty-batch-b0-nodelta-nonorm", "T=0 without blocks, delta or output norm.", 0, 0, has_delta=False,
+                 has_output_norm=False, seed=6001)]
+
+
 def write(path, cases):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
@@ -241,3 +249,4 @@ if __name__ == "__main__":
     for c in flashinfer():
         write(f"cases/flashinfer/{c['name'][len('flashinfer-'):]}.json", c)
     write("cases/depth.json", depth())
+    write("cases/empty.json", empty())

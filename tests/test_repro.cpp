@@ -157,6 +157,21 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
             kExitOk);
 }
 
+// An empty batch (T = 0) makes a bundle without an error map, whose tensors replay.
+TEST(Repro, EmptyBatchBundleReplays) {
+  TempDir dir;
+  const fs::path bundle = dir.path() / "bundle";
+  const CommandOutput out = run_cli({"repro", testing::source_path("cases/empty.json"), "--case", "empty-batch-b4-write", "--out",
+                                     bundle.string(), "--backend", "cpu"});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
+  EXPECT_FALSE(fs::exists(bundle / "error-map.png"));
+  EXPECT_EQ(read_safetensors((bundle / "inputs.safetensors").string()).metadata.at("prefix.shape"), "[0,7168]");
+  const CommandOutput replay = run_cli({"run", (bundle / "case.json").string(), "--inputs",
+                                        (bundle / "inputs.safetensors").string(), "--backend", "cpu"});
+  EXPECT_EQ(replay.exit_code, kExitOk) << replay.text << replay.notes;
+  EXPECT_NE(replay.text.find("1 case, 1 passed"), std::string::npos) << replay.text;
+}
+
 TEST(Repro, ReplayOfDenseTensorsWithoutMetadata) {
   // Tensors saved straight from a model run: dense, no strides in __metadata__.
   TempDir dir;

@@ -67,6 +67,31 @@ TEST(Runner, BundledCasesMeetTheirExpectationsOnTheCpuStandIns) {
   EXPECT_GE(portable, 16);
 }
 
+// An empty serving batch is a legal call: every kernel returns without writing, and passes.
+TEST(Runner, EmptyBatchPassesOnEveryKernelAndSaysSo) {
+  auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
+  for (const KernelChoice choice : {KernelChoice::automatic, KernelChoice::native, KernelChoice::portable}) {
+    CaseSpec spec = default_case("empty", 0, 7168, 8, 4);
+    spec.shape.block_write_idx = 4;
+    spec.kernel = choice;
+    const CaseResult r = run_case(spec, *backend, RunOptions{});
+    ASSERT_EQ(r.disposition, Disposition::passed) << to_string(choice) << ": " << r.detail;
+    EXPECT_EQ(r.detail, "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: guard regions, padding "
+                        "and inputs unchanged");
+    ASSERT_TRUE(r.comparison);
+    EXPECT_EQ(r.comparison->total, 0);
+  }
+}
+
+TEST(Runner, EmptyBatchKernelThatWritesAnywayIsAMemoryViolation) {
+  FakeBackend backend([](CaseTensors& t) { t.output.storage[0] = 0; });  // the guard region before the output
+  CaseSpec spec = default_case("empty", 0, 512, 2, 2);
+  const CaseResult r = run_case(spec, backend, RunOptions{});
+  EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
+  EXPECT_EQ(r.detail, "output: guard region before the allocation overwritten at offset -128 (1 elements); no output "
+                      "elements to compare (T = 0)");
+}
+
 TEST(Runner, PassedCarriesMetricsAndChecksums) {
   FakeBackend backend(correct);
   const CaseResult r = run_case(small_case(), backend, RunOptions{});

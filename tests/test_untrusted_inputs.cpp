@@ -90,7 +90,7 @@ TEST(UntrustedSafetensors, StridesThatWrapSizesAreRefused) {
   // Shape [2^32, 8] with stride [2^32, 1]: (rows - 1) * stride and rows * stride wrap in int64.
   file.metadata["prefix.shape"] = "[4294967296, 8]";
   file.metadata["prefix.stride"] = "[4294967296, 1]";
-  expect_bad_inputs(replay, file, "prefix: shape [4294967296, 8] needs T in [1, 2^31]");
+  expect_bad_inputs(replay, file, "prefix: shape [4294967296, 8] needs T in [0, 2^31]");
   file.metadata["prefix.shape"] = "[2, 8]";
   file.metadata["prefix.stride"] = "[9223372036854775807, 1]";
   expect_bad_inputs(replay, file, "prefix: shape [2, 8] with strides [9223372036854775807, 1] and storage offset 0 reaches past its 16 stored elements");
