@@ -66,6 +66,9 @@ def reference(case, prefix, delta, blocks, norm_weight, qk_weight, output_norm_w
 
 
 def judge(label, out, ref, atol, rtol):
+    if out.numel() == 0:
+        print(f"{label}: no elements to compare (T = 0, an empty batch)")
+        return True
     out = out.double().cpu()
     diff = (out - ref).abs()
     bad = ~(diff <= atol + rtol * ref.abs())
