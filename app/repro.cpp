@@ -50,15 +50,15 @@ json environment(const Backend& backend, const BackendOptions& options) {
           {"signature", options.signature}};
 }
 
-std::string backend_flags(const Invocation& inv) {
+std::string backend_flags(const BackendOptions& backend) {
   std::string flags;
-  if (inv.backend.backend != "auto") flags += " --backend " + inv.backend.backend;
-  if (!inv.backend.kernel.empty()) flags += " --kernel '" + inv.backend.kernel + "'";
-  if (!inv.backend.torch_library.empty()) flags += " --torch-library '" + inv.backend.torch_library + "'";
-  if (inv.backend.kernel.rfind("python:", 0) == 0) flags += " --signature " + inv.backend.signature;
-  if (inv.backend.backend == "cpu") {
-    flags += " --device-model " + inv.backend.device_model;
-    if (inv.backend.native_images) flags += " --native-images " + *inv.backend.native_images;
+  if (backend.backend != "auto") flags += " --backend " + backend.backend;
+  if (!backend.kernel.empty()) flags += " --kernel '" + backend.kernel + "'";
+  if (!backend.torch_library.empty()) flags += " --torch-library '" + backend.torch_library + "'";
+  if (backend.kernel.rfind("python:", 0) == 0) flags += " --signature " + backend.signature;
+  if (backend.backend == "cpu") {
+    flags += " --device-model " + backend.device_model;
+    if (backend.native_images) flags += " --native-images " + *backend.native_images;
   }
   return flags;
 }
@@ -135,25 +135,19 @@ SafetensorsFile outputs_file(const CaseArtifacts& a) {
 
 }  // namespace
 
-CommandOutput repro_command(const Invocation& inv) {
+CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunOptions& options,
+                              const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
+                              CommandOutput& out) {
   namespace fs = std::filesystem;
-  CommandOutput out;
-  CaseSpec spec = load_single_case(inv.repro.case_path, inv.repro.case_name);
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  RunOptions options;
-  options.disable_layout_guard = inv.repro.no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
-  const fs::path dir = inv.repro.out_dir.empty() ? fs::path("repro-" + spec.name) : fs::path(inv.repro.out_dir);
   const DirectoryLock lock = [&] {
     try {
-      return claim_output_directory(dir, inv.repro.force);
+      return claim_output_directory(dir, force);
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());
     }
   }();
   std::optional<CaseArtifacts> artifacts;
-  const CaseResult result = run_case(spec, *backend, options, nullptr, &artifacts);
+  const CaseResult result = run_case(spec, backend, options, nullptr, &artifacts);
 
   CaseSpec bundled = spec;
   bundled.file = "case.json";
@@ -161,7 +155,7 @@ CommandOutput repro_command(const Invocation& inv) {
   write_text(dir / "case.json", dump_json(case_to_json(bundled), 2) + "\n");
   std::vector<std::string> written{"REPORT.md", "case.json"};
   // Without a run (a rejection, or not-run) the inputs are made here, within the budget.
-  const bool inputs_fit = artifacts || !budget_refusal(spec, *backend, options, true);
+  const bool inputs_fit = artifacts || !budget_refusal(spec, backend, options, true);
   if (inputs_fit) {
     write_safetensors((dir / "inputs.safetensors").string(),
                       inputs_file(spec, artifacts ? artifacts->inputs : make_case_tensors(spec)));
@@ -182,10 +176,10 @@ CommandOutput repro_command(const Invocation& inv) {
       out.notes += "error-map.png not written: this build has no libpng\n";
     }
   }
-  const json env = environment(*backend, inv.backend);
+  const json env = environment(backend, backend_options);
   write_text(dir / "environment.json", dump_json(env, 2) + "\n");
   write_text(dir / "result.json", dump_json(result_json(result), 2) + "\n");
-  const std::string flags = backend_flags(inv) + (inv.repro.no_layout_guard ? " --no-layout-guard" : "");
+  const std::string flags = backend_flags(backend_options) + (options.disable_layout_guard ? " --no-layout-guard" : "");
   const std::string run_line = "attnres-check run case.json" + flags;
   const std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
   // $ATTNRES_CHECK names the binary where it is not on PATH; each run's exit code is its verdict.
@@ -198,8 +192,21 @@ CommandOutput repro_command(const Invocation& inv) {
   write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
 
   written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py"});
-  out.text = fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),
-                         result.detail, dir.string(), fmt::join(written, ", "));
+  out.text += fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),
+                          result.detail, dir.string(), fmt::join(written, ", "));
+  return result;
+}
+
+CommandOutput repro_command(const Invocation& inv) {
+  CommandOutput out;
+  const CaseSpec spec = load_single_case(inv.repro.case_path, inv.repro.case_name);
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  RunOptions options;
+  options.disable_layout_guard = inv.repro.no_layout_guard;
+  options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
+  const std::filesystem::path dir = inv.repro.out_dir.empty() ? "repro-" + spec.name : inv.repro.out_dir;
+  const CaseResult result = write_repro_bundle(spec, *backend, options, inv.backend, dir, inv.repro.force, out);
   out.exit_code = meets_expectation(result.disposition) ? kExitOk : kExitUnmet;
   return out;
 }
@@ -263,35 +270,28 @@ double case_size(const CaseSpec& c) {
 
 }  // namespace
 
-CommandOutput shrink_command(const Invocation& inv) {
-  CommandOutput out;
-  const CaseSpec original_spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
+ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const RunOptions& options,
+                          const std::string& verdict) {
+  ShrinkOutcome out;
   CaseSpec current = original_spec;
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  RunOptions options;
-  options.disable_layout_guard = inv.shrink.no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
-  const CaseResult original = run_case(current, *backend, options);
-  std::string target = inv.shrink.verdict.empty() ? to_string(original.disposition) : inv.shrink.verdict;
+  const CaseResult original = run_case(current, backend, options);
+  const std::string target = verdict.empty() ? to_string(original.disposition) : verdict;
   if (!parse_disposition(target)) throw UsageError(fmt::format("--verdict: unknown disposition \"{}\"", target));
   if (target != to_string(original.disposition)) {
-    out.text = fmt::format("{}: is {}, not {}; nothing to shrink\n", current.name, to_string(original.disposition), target);
-    out.exit_code = kExitUnmet;
+    out.log = fmt::format("{}: is {}, not {}; nothing to shrink\n", current.name, to_string(original.disposition), target);
     return out;
   }
-  out.text = fmt::format("{}: keeping disposition {}{} (T={}, H={}, num_blocks={})\n", current.name, target,
-                         went_wrong(original) ? " with a wrong answer" : "", current.shape.tokens, current.shape.hidden,
-                         current.shape.num_blocks);
-  int trials = 0;
-  for (bool progress = true; progress && trials < 400;) {
+  out.log = fmt::format("{}: keeping disposition {}{} (T={}, H={}, num_blocks={})\n", current.name, target,
+                        went_wrong(original) ? " with a wrong answer" : "", current.shape.tokens, current.shape.hidden,
+                        current.shape.num_blocks);
+  for (bool progress = true; progress && out.trials < 400;) {
     progress = false;
     for (auto& [what, candidate] : reductions(current)) {
-      ++trials;
-      const CaseResult trial = run_case(candidate, *backend, options);
+      ++out.trials;
+      const CaseResult trial = run_case(candidate, backend, options);
       // A wrong answer must stay wrong: "not-rejected" alone also holds once the bug is gone.
       if (to_string(trial.disposition) != target || went_wrong(trial) != went_wrong(original)) continue;
-      out.text += fmt::format("  kept: {}\n", what);
+      out.log += fmt::format("  kept: {}\n", what);
       current = std::move(candidate);
       progress = true;
       break;
@@ -304,21 +304,40 @@ CommandOutput shrink_command(const Invocation& inv) {
     RunOptions guarded = options;
     guarded.disable_layout_guard = false;
     // The original already ran guarded unless --no-layout-guard was given.
-    const CaseResult before = options.disable_layout_guard ? run_case(original_spec, *backend, guarded) : original;
-    const CaseResult after = run_case(current, *backend, guarded);
+    const CaseResult before = options.disable_layout_guard ? run_case(original_spec, backend, guarded) : original;
+    const CaseResult after = run_case(current, backend, guarded);
     if (before.rejection == original_spec.expected_message && after.rejection && *after.rejection != current.expected_message) {
       current.expected_message = *after.rejection;
-      out.text += fmt::format("  expected message updated to the shrunk layout's: \"{}\"\n", current.expected_message);
+      out.log += fmt::format("  expected message updated to the shrunk layout's: \"{}\"\n", current.expected_message);
     }
   }
   current.name += "-shrunk";
   current.description = fmt::format("Shrunk by attnres-check from {} ({}); still {}.", original.location, original.name, target);
-  const std::string path = inv.shrink.out_path.empty() ? current.name + ".json" : inv.shrink.out_path;
-  write_text(path, dump_json(case_to_json(current), 2) + "\n");
-  out.text += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides prefix {} delta {} output {} blocks {} ({:.3g}x smaller)\nwritten to {}\n",
-                          trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
-                          current.prefix_row_stride, current.delta_row_stride, current.output_row_stride, current.blocks_row_stride,
-                          case_size(original_spec) / case_size(current), path);
+  out.log += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides prefix {} delta {} output {} blocks {} ({:.3g}x smaller)\n",
+                         out.trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
+                         current.prefix_row_stride, current.delta_row_stride, current.output_row_stride, current.blocks_row_stride,
+                         case_size(original_spec) / case_size(current));
+  out.shrunk = std::move(current);
+  return out;
+}
+
+CommandOutput shrink_command(const Invocation& inv) {
+  CommandOutput out;
+  const CaseSpec spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  RunOptions options;
+  options.disable_layout_guard = inv.shrink.no_layout_guard;
+  options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
+  const ShrinkOutcome shrunk = shrink_case(spec, *backend, options, inv.shrink.verdict);
+  out.text = shrunk.log;
+  if (!shrunk.shrunk) {
+    out.exit_code = kExitUnmet;
+    return out;
+  }
+  const std::string path = inv.shrink.out_path.empty() ? shrunk.shrunk->name + ".json" : inv.shrink.out_path;
+  write_text(path, dump_json(case_to_json(*shrunk.shrunk), 2) + "\n");
+  out.text += fmt::format("written to {}\n", path);
   return out;
 }
 
