@@ -221,13 +221,29 @@ Invocation parse(const std::vector<std::string>& args) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   add_budget_options(mutants, budget);
 
+  CLI::App* explore = app.add_subcommand(
+      "explore", "run random legal problems on the kernel until one goes wrong, then shrink it into a repro bundle");
+  explore->add_option("--budget", inv.explore.budget, "trials before giving up (exit 0: nothing went wrong)")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  explore->add_option("--seed", inv.explore.seed, "the exploration's seed (default: fresh, printed)");
+  explore->add_option("--out", inv.explore.out_dir, "where the finding's repro bundle goes (default explore-<trial>)");
+  explore->add_flag("--force", inv.explore.force, "empty the bundle directory first if it holds anything");
+  explore->add_flag("--no-layout-guard", inv.explore.no_layout_guard, "run the native kernel without its stride guard");
+  explore->add_option("--max-tokens", inv.explore.max_tokens, "largest T drawn")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  explore->add_option("--max-hidden", inv.explore.max_hidden, "largest H drawn (a multiple of 8)")
+      ->check(CLI::Range(8, 65536))
+      ->capture_default_str();
+  add_backend_options(explore, inv.backend);
+  add_budget_options(explore, budget);
+
   // CLI11 takes the words last-first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     inv.help = app.help();
-    for (CLI::App* sub : {run, info, bench, repro, shrink, merge, mutants})
+    for (CLI::App* sub : {run, info, bench, repro, shrink, merge, mutants, explore})
       if (sub->parsed()) inv.help = sub->help();
     return inv;
   } catch (const CLI::CallForVersion&) {
@@ -245,6 +261,8 @@ Invocation parse(const std::vector<std::string>& args) {
   if (shrink->parsed()) inv.command = Command::shrink;
   if (merge->parsed()) inv.command = Command::merge;
   if (mutants->parsed()) inv.command = Command::mutants;
+  if (explore->parsed()) inv.command = Command::explore;
+  if (inv.command == Command::explore && inv.explore.max_hidden % 8) throw UsageError("--max-hidden: must be a multiple of 8");
   inv.merge.verbosity = merge_verbosity.resolve();
   if (run->get_option("--devices")->count()) {
     parse_devices(devices, inv.run);

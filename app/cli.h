@@ -17,7 +17,7 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Command { run, info, bench, repro, shrink, merge, mutants };
+enum class Command { run, info, bench, repro, shrink, merge, mutants, explore };
 
 struct BackendOptions {
   std::string backend = "auto";      // auto | cuda | cpu
@@ -100,6 +100,16 @@ struct MutantsArguments {
   double fail_under = 0;  // exit 1 when the score (percent of mutants killed) is below this
 };
 
+struct ExploreArguments {
+  int budget = 1000;                  // trials
+  std::optional<std::uint64_t> seed;  // the exploration's; default: fresh (printed)
+  std::string out_dir;                // the finding's repro bundle; default explore-<trial>
+  bool force = false;                 // empty a non-empty out_dir first
+  bool no_layout_guard = false;
+  std::int64_t max_tokens = 64;
+  int max_hidden = 2048;
+};
+
 struct Invocation {
   Command command = Command::run;
   BackendOptions backend;
@@ -111,6 +121,7 @@ struct Invocation {
   ShrinkArguments shrink;
   MergeArguments merge;
   MutantsArguments mutants;
+  ExploreArguments explore;
   bool color = false;       // set by main from the terminal and NO_COLOR
   std::string help;         // non-empty: print this and exit 0
   std::string command_line;

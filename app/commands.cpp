@@ -14,6 +14,7 @@
 #include "app/case_spec.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
+#include "app/explore.h"
 #include "app/merge.h"
 #include "app/mutants.h"
 #include "app/plugin_kernel.h"
@@ -396,6 +397,7 @@ CommandOutput execute(const Invocation& inv, const Progress& progress, const Tex
     case Command::shrink: return shrink_command(inv);
     case Command::merge: return merge_command(inv);
     case Command::mutants: return mutants_command(inv, progress);
+    case Command::explore: return explore_command(inv, progress);
   }
   return {};
 }

@@ -1,0 +1,134 @@
+#include "app/explore.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "app/file_output.h"
+#include "app/json_io.h"
+#include "app/repro.h"
+#include "app/runner.h"
+#include "kernels/native_limits.h"
+
+namespace attnres {
+
+namespace {
+
+std::int64_t uniform(std::mt19937_64& rng, std::int64_t low, std::int64_t high) {
+  return std::uniform_int_distribution<std::int64_t>(low, high)(rng);
+}
+
+bool chance(std::mt19937_64& rng, double p) { return std::bernoulli_distribution(p)(rng); }
+
+// 0 most often, then an odd padding (misaligns every row after the first), then a multiple of 8.
+std::int64_t draw_padding(std::mt19937_64& rng) {
+  const double pick = std::uniform_real_distribution<double>(0, 1)(rng);
+  if (pick < 0.5) return 0;
+  if (pick < 0.75) return uniform(rng, 1, 15);
+  constexpr std::array<std::int64_t, 3> aligned{8, 16, 64};
+  return aligned[std::size_t(uniform(rng, 0, 2))];
+}
+
+}  // namespace
+
+CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits) {
+  // T: empty and single-token batches often, else log-uniform up to the limit.
+  std::int64_t tokens = 0;
+  const double t_pick = std::uniform_real_distribution<double>(0, 1)(rng);
+  if (t_pick < 0.1) tokens = 0;
+  else if (t_pick < 0.3) tokens = 1;
+  else
+    tokens = std::min<std::int64_t>(
+        limits.max_tokens, std::int64_t(std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(double(limits.max_tokens) + 1))(rng))));
+  // H: half of the time one the native kernel takes (a multiple of its granule), else any multiple of 8.
+  const int native_choices = std::max(1, std::min(limits.max_hidden, native::kMaxHidden) / native::kHiddenMultiple);
+  const int hidden = chance(rng, 0.5) ? native::kHiddenMultiple * int(uniform(rng, 1, native_choices))
+                                      : 8 * int(uniform(rng, 1, limits.max_hidden / 8));
+  const int max_blocks = int(uniform(rng, 0, native::kMaxBlocks + 2));
+  const int num_blocks = int(uniform(rng, 0, max_blocks));
+  CaseSpec spec = default_case(fmt::format("explore-{}", index), tokens, hidden, max_blocks, num_blocks);
+  spec.shape.block_write_idx = max_blocks > 0 && chance(rng, 0.5) ? int(uniform(rng, 0, max_blocks - 1)) : -1;
+  spec.shape.has_delta = chance(rng, 0.7);
+  spec.shape.has_output_norm = chance(rng, 0.7);
+  spec.eps = spec.output_norm_eps = chance(rng, 0.5) ? 1e-5 : 1e-6;
+  spec.shape.eps = spec.shape.output_norm_eps = float(spec.eps);
+  spec.seed = rng();
+  spec.prefix_row_stride = hidden + draw_padding(rng);
+  spec.delta_row_stride = hidden + draw_padding(rng);
+  spec.output_row_stride = hidden + draw_padding(rng);
+  spec.blocks_row_stride = hidden + draw_padding(rng);
+  // Sources that differ in RMS, sometimes a zero slot; activations of differing scale.
+  constexpr std::array<double, 4> scales{0.5, 1.0, 4.0, 16.0};
+  spec.distributions[int(InputTensor::prefix)].std = scales[std::size_t(uniform(rng, 0, 3))];
+  if (max_blocks > 0 && chance(rng, 0.7)) {
+    std::vector<double>& block_scales = spec.distributions[int(InputTensor::blocks)].block_scales;
+    for (int b = 0; b < max_blocks; ++b) block_scales.push_back(chance(rng, 0.1) ? 0.0 : scales[std::size_t(uniform(rng, 0, 3))]);
+  }
+  spec.description = fmt::format("Drawn by attnres-check explore (trial {}).", index);
+  return spec;
+}
+
+TrialOutcome classify_trial(const CaseResult& r) {
+  switch (r.disposition) {
+    case Disposition::passed: return TrialOutcome::passed;
+    case Disposition::unexpected_rejection:
+    case Disposition::rejected_as_expected: return TrialOutcome::refused;
+    case Disposition::not_run: return TrialOutcome::not_run;
+    case Disposition::failed:
+    case Disposition::not_rejected:
+    case Disposition::memory_violation:
+    case Disposition::error: return TrialOutcome::finding;
+  }
+  return TrialOutcome::finding;
+}
+
+CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
+  const ExploreArguments& args = inv.explore;
+  CommandOutput out;
+  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  RunOptions options;
+  options.disable_layout_guard = args.no_layout_guard;
+  options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
+  const std::uint64_t seed = args.seed ? *args.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
+  std::mt19937_64 rng(seed);
+  const ExploreLimits limits{args.max_tokens, args.max_hidden};
+  out.text = fmt::format("explore: seed {} (--seed {} replays it), backend {}, device {}, kernel {}{}, budget {} trials\n",
+                         seed, seed, backend->name(), describe_device(backend->device()),
+                         inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
+                         args.no_layout_guard ? ", layout guard off" : "", args.budget);
+  std::array<int, 4> counts{};
+  std::map<std::string, int> kernels;
+  for (int i = 0; i < args.budget; ++i) {
+    const CaseSpec spec = draw_case(rng, i, limits);
+    if (progress) progress(i, args.budget, spec.name);
+    const CaseResult result = run_case(spec, *backend, options);
+    const TrialOutcome outcome = classify_trial(result);
+    ++counts[std::size_t(outcome)];
+    ++kernels[result.kernel];
+    if (outcome != TrialOutcome::finding) continue;
+    out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides prefix {} delta {} "
+                            "output {} blocks {})\n  {}\n",
+                            i, to_string(result.disposition), result.kernel, spec.shape.tokens, spec.shape.hidden,
+                            spec.shape.num_blocks, spec.shape.max_blocks, spec.prefix_row_stride, spec.delta_row_stride,
+                            spec.output_row_stride, spec.blocks_row_stride, result.detail);
+    const ShrinkOutcome shrunk = shrink_case(spec, *backend, options, "");
+    out.text += shrunk.log;
+    const std::filesystem::path dir = args.out_dir.empty() ? "explore-" + spec.name : args.out_dir;
+    write_repro_bundle(shrunk.shrunk ? *shrunk.shrunk : spec, *backend, options, inv.backend, dir, args.force, out);
+    write_file_atomically((dir / "original-case.json").string(), dump_json(case_to_json(spec), 2) + "\n");
+    out.text += fmt::format("found after {} trials; the drawn case is {}/original-case.json\n", i + 1, dir.string());
+    out.exit_code = kExitUnmet;
+    return out;
+  }
+  std::string by_kernel;
+  for (const auto& [name, n] : kernels) by_kernel += fmt::format("{}{} {}", by_kernel.empty() ? "" : ", ", n, name);
+  out.text += fmt::format("{} trials, nothing went wrong: {} passed, {} refused with a message, {} not run (kernels: {})\n",
+                          args.budget, counts[0], counts[1], counts[2], by_kernel);
+  return out;
+}
+
+}  // namespace attnres

@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "app/explore.h"
+#include "test_util.h"
+
+namespace attnres {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
+  std::mt19937_64 a(7), b(7);
+  const ExploreLimits limits;
+  int empty = 0, single = 0, odd_padding = 0, native_hidden = 0, other_hidden = 0, scaled = 0, zero_slot = 0, writes = 0,
+      no_delta = 0, no_norm = 0, past_native_blocks = 0;
+  for (int i = 0; i < 500; ++i) {
+    const CaseSpec spec = draw_case(a, i, limits);
+    const CaseSpec again = draw_case(b, i, limits);
+    ASSERT_EQ(case_to_json(spec), case_to_json(again));
+    // Legal: the case file it would be parses back to the same case.
+    const CaseSpec parsed = parse_case(case_to_json(spec), "drawn", "");
+    ASSERT_EQ(case_to_json(parsed), case_to_json(spec));
+    const AttnResShape& s = spec.shape;
+    EXPECT_LE(s.tokens, limits.max_tokens);
+    EXPECT_LE(s.hidden, limits.max_hidden);
+    empty += s.tokens == 0;
+    single += s.tokens == 1;
+    for (std::int64_t stride : {spec.prefix_row_stride, spec.delta_row_stride, spec.output_row_stride, spec.blocks_row_stride})
+      odd_padding += (stride - s.hidden) % 2 == 1;
+    (s.hidden % 512 == 0 ? native_hidden : other_hidden)++;
+    const std::vector<double>& scales = spec.distributions[int(InputTensor::blocks)].block_scales;
+    scaled += !scales.empty();
+    zero_slot += std::count(scales.begin(), scales.end(), 0.0) > 0;
+    writes += s.block_write_idx >= 0;
+    no_delta += !s.has_delta;
+    no_norm += !s.has_output_norm;
+    past_native_blocks += s.num_blocks > 8;
+  }
+  for (int count : {empty, single, odd_padding, native_hidden, other_hidden, scaled, zero_slot, writes, no_delta, no_norm,
+                    past_native_blocks})
+    EXPECT_GT(count, 5);
+}
+
+TEST(Explore, OutcomesOfATrial) {
+  CaseResult r;
+  r.disposition = Disposition::passed;
+  EXPECT_EQ(classify_trial(r), TrialOutcome::passed);
+  r.disposition = Disposition::unexpected_rejection;
+  EXPECT_EQ(classify_trial(r), TrialOutcome::refused);
+  r.disposition = Disposition::not_run;
+  EXPECT_EQ(classify_trial(r), TrialOutcome::not_run);
+  for (Disposition d : {Disposition::failed, Disposition::memory_violation, Disposition::error})
+    EXPECT_EQ(classify_trial(CaseResult{"", "", 0, d}), TrialOutcome::finding);
+}
+
+// Without its guard the native kernel (its CPU stand-in here) takes padded rows as H apart: the
+// explorer must find that, shrink it and write a bundle whose case still shows it.
+TEST(Explore, FindsTheSeedsBugClassUnguardedAndShrinksIt) {
+  testing::TempDir dir;
+  const fs::path out = dir.path() / "finding";
+  const CommandOutput run = testing::run_cli({"explore", "--backend", "cpu", "--budget", "200", "--seed", "3", "--no-layout-guard",
+                                              "--out", out.string()});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.text;
+  EXPECT_NE(run.text.find("went wrong"), std::string::npos) << run.text;
+  ASSERT_TRUE(fs::exists(out / "case.json")) << run.text;
+  ASSERT_TRUE(fs::exists(out / "original-case.json"));
+  const CaseSpec shrunk = load_single_case((out / "case.json").string(), "");
+  const CaseSpec drawn = load_single_case((out / "original-case.json").string(), "");
+  EXPECT_LE(shrunk.shape.tokens, drawn.shape.tokens);
+  EXPECT_GE(shrunk.shape.tokens, 2);  // one row cannot show a row stride
+  const bool padded = shrunk.prefix_row_stride != shrunk.shape.hidden || shrunk.delta_row_stride != shrunk.shape.hidden ||
+                      shrunk.output_row_stride != shrunk.shape.hidden;
+  EXPECT_TRUE(padded) << "the bug needs a padded prefix, delta or output";
+  // The bundle replays: the shrunk case still goes wrong without the guard.
+  EXPECT_EQ(testing::run_cli({"run", (out / "case.json").string(), "--backend", "cpu", "--no-layout-guard"}).exit_code, kExitUnmet);
+}
+
+TEST(Explore, GuardedKernelsGoWrongNowhere) {
+  const CommandOutput run = testing::run_cli({"explore", "--backend", "cpu", "--budget", "500", "--seed", "4"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.text;
+  EXPECT_NE(run.text.find("500 trials, nothing went wrong"), std::string::npos) << run.text;
+}
+
+}  // namespace
+}  // namespace attnres
