@@ -151,10 +151,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> cases =
       select_cases(cases_for_kernel(std::move(loaded.cases), inv.backend.kernel, out.notes), inv.run);
-  RunOptions options;
-  options.disable_layout_guard = inv.run.no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
+  RunOptions options = case_run_options(inv, inv.run.no_layout_guard);
   options.error_maps = !inv.run.html_path.empty();
   cases = with_seeds(std::move(cases), inv.run);
 
@@ -315,6 +312,14 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
     cases = std::move(kept);
   }
   return cases;
+}
+
+RunOptions case_run_options(const Invocation& inv, bool no_layout_guard) {
+  RunOptions options;
+  options.disable_layout_guard = no_layout_guard;
+  options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
+  return options;
 }
 
 int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,

@@ -8,6 +8,7 @@
 #include "app/backend.h"
 #include "app/cli.h"
 #include "app/report.h"
+#include "app/runner.h"
 
 namespace attnres {
 
@@ -49,6 +50,9 @@ void write_reports(const std::vector<CaseResult>& results, const std::vector<Cas
 
 // Refuses (UsageError naming it) a report path that cannot be written, before anything runs.
 void require_writable_reports(const std::vector<std::string>& paths);
+
+// What every case of a command runs with: the memory budget, --kernel, and the layout guard.
+RunOptions case_run_options(const Invocation& invocation, bool no_layout_guard);
 
 // The cases --filter and --shard select, in order. Throws UsageError for a malformed --shard.
 std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args);

@@ -89,10 +89,7 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   const ExploreArguments& args = inv.explore;
   CommandOutput out;
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  RunOptions options;
-  options.disable_layout_guard = args.no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
+  const RunOptions options = case_run_options(inv, args.no_layout_guard);
   const std::uint64_t seed = args.seed ? *args.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
   std::mt19937_64 rng(seed);
   const ExploreLimits limits{args.max_tokens, args.max_hidden};

@@ -126,8 +126,7 @@ CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
   }
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   for (std::unique_ptr<KernelEntry>& entry : make_mutant_entries(backend->operand_place())) backend->add_kernel(std::move(entry));
-  RunOptions options;
-  options.budget = inv.budget;
+  const RunOptions options = case_run_options(inv, false);
   const MutationScore score = score_mutants(cases, *backend, options, args.only, progress);
   out.text = mutation_score_text(score);
   if (!args.json_path.empty()) {

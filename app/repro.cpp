@@ -201,10 +201,7 @@ CommandOutput repro_command(const Invocation& inv) {
   CommandOutput out;
   const CaseSpec spec = load_single_case(inv.repro.case_path, inv.repro.case_name);
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  RunOptions options;
-  options.disable_layout_guard = inv.repro.no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
+  const RunOptions options = case_run_options(inv, inv.repro.no_layout_guard);
   const std::filesystem::path dir = inv.repro.out_dir.empty() ? "repro-" + spec.name : inv.repro.out_dir;
   const CaseResult result = write_repro_bundle(spec, *backend, options, inv.backend, dir, inv.repro.force, out);
   out.exit_code = meets_expectation(result.disposition) ? kExitOk : kExitUnmet;
@@ -325,10 +322,7 @@ CommandOutput shrink_command(const Invocation& inv) {
   CommandOutput out;
   const CaseSpec spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  RunOptions options;
-  options.disable_layout_guard = inv.shrink.no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
+  const RunOptions options = case_run_options(inv, inv.shrink.no_layout_guard);
   const ShrinkOutcome shrunk = shrink_case(spec, *backend, options, inv.shrink.verdict);
   out.text = shrunk.log;
   if (!shrunk.shrunk) {

@@ -45,7 +45,7 @@ good = {"schema_version": 1, "name": "x", "T": 3, "H": 64, "max_blocks": 2, "num
         "tensors": {"prefix": {"row_stride": 71, "dist": {"kind": "uniform", "low": -2, "high": 2}}},
         "expect": {"verdict": "reject", "message": "m"}}
 check(cases.is_valid(good), "a valid case fails the case schema")
-for change in [{"H": 7}, {"T": 0}, {"name": "a b"}, {"kernel": "fast"}, {"typo": 1}, {"schema_version": 2},
+for change in [{"H": 7}, {"T": -1}, {"name": "a b"}, {"kernel": "fast"}, {"typo": 1}, {"schema_version": 2},
                {"tensors": {"prefix": {"row_stride": 71, "row_padding": 7}}},
                {"tensors": {"prefix": {"dist": {"kind": "normal", "low": 0}}}},
                {"expect": {"verdict": "pass", "message": "m"}}, {"eps": -1}]:
