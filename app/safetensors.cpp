@@ -171,7 +171,7 @@ void add_strided(SafetensorsFile& file, const HostTensor& tensor, const std::vec
   entry.dtype = "BF16";
   entry.shape = {tensor.span()};
   entry.bytes.resize(std::size_t(tensor.span()) * sizeof(bf16_bits));
-  std::memcpy(entry.bytes.data(), tensor.data(), entry.bytes.size());
+  if (!entry.bytes.empty()) std::memcpy(entry.bytes.data(), tensor.data(), entry.bytes.size());  // none: 0 rows
   file.tensors.push_back(std::move(entry));
   file.metadata[name + ".shape"] = json(shape).dump();
   file.metadata[name + ".stride"] = json(stride).dump();
