@@ -90,7 +90,8 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   CommandOutput out;
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   const RunOptions options = case_run_options(inv, args.no_layout_guard);
-  const std::uint64_t seed = args.seed ? *args.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
+  std::random_device fresh;
+  const std::uint64_t seed = args.seed ? *args.seed : (std::uint64_t(fresh()) << 32) | fresh();
   std::mt19937_64 rng(seed);
   const ExploreLimits limits{args.max_tokens, args.max_hidden};
   out.text = fmt::format("explore: seed {} (--seed {} replays it), backend {}, device {}, kernel {}{}, budget {} trials\n",

@@ -36,6 +36,8 @@ bool meets_expectation(Disposition disposition) {
 
 namespace {
 
+constexpr const char* kContextLost = "not attempted: an earlier fault left the CUDA context unusable";
+
 void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, CaseResult& result) {
   const std::string message = rejection.what();
   result.rejection = message;
@@ -273,7 +275,7 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
   try {
     if (!backend.usable()) {
       result.disposition = Disposition::error;
-      result.detail = "not attempted: an earlier fault left the CUDA context unusable";
+      result.detail = kContextLost;
     } else {
       const Selection selection = select_kernel(spec, backend, options, result.layout_guard);
       result.kernel = selection.kernel ? selection.kernel->name() : "none";
@@ -316,7 +318,7 @@ std::vector<CaseResult> run_case_on_kernels(const CaseSpec& spec, Backend& backe
     }
   };
   if (!backend.usable()) {
-    all_not_judged(Disposition::error, "not attempted: an earlier fault left the CUDA context unusable");
+    all_not_judged(Disposition::error, kContextLost);
     return results;
   }
   // The workspace keeps the inputs as made (restore_inputs needs them on the host).
@@ -348,7 +350,7 @@ std::vector<CaseResult> run_case_on_kernels(const CaseSpec& spec, Backend& backe
         result.detail = *selections[i].not_run;
         continue;
       }
-      if (!backend.usable()) throw std::runtime_error("not attempted: an earlier fault left the CUDA context unusable");
+      if (!backend.usable()) throw std::runtime_error(kContextLost);
       if (used) workspace->restore_inputs();
       used = true;
       result.input_checksums = results.front().input_checksums;
