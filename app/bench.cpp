@@ -118,7 +118,10 @@ InputSets make_sets(const AttnResShape& shape, std::size_t l2_bytes) {
   CaseSpec spec = default_case("bench", shape.tokens, shape.hidden, shape.max_blocks, shape.num_blocks);
   const AttnResArgs a = sets.args(0);
   auto fill = [&](bf16_bits* data, std::int64_t rows, InputTensor which) {
-    generate_on_device(data, rows, shape.hidden, shape.hidden, make_generator_key(spec.seed, to_string(which)),
+    StridedLayout dense;
+    dense.outer = rows;
+    dense.outer_stride = dense.columns = shape.hidden;
+    generate_on_device(data, dense, make_generator_key(spec.seed, to_string(which)),
                        resolve(spec.distributions[int(which)], spec.shape), nullptr);
   };
   fill(const_cast<bf16_bits*>(a.norm_weight), 1, InputTensor::norm_weight);

@@ -16,8 +16,9 @@
 
 #include <fmt/format.h>
 
-#include "kernels/checked_size.h"
+#include "app/case_layout.h"
 #include "app/json_io.h"
+#include "kernels/checked_size.h"
 
 namespace attnres {
 
@@ -74,6 +75,28 @@ class ObjectReader {
     if (!field->is_number_integer()) fail(key, fmt::format("must be an integer, got {}", json_type_name(*field)));
     if (!field->is_number_unsigned()) fail(key, fmt::format("must be >= 0, got {}", field->get<std::int64_t>()));
     return field->get<std::uint64_t>();
+  }
+
+  // Exactly `count` integers in [0, limit]; nothing when the key is absent.
+  std::vector<std::int64_t> integer_list(const std::string& key, std::size_t count, std::int64_t limit,
+                                         const char* limit_text) {
+    const json* field = find(key);
+    if (!field) return {};
+    if (!field->is_array() || field->size() != count)
+      fail(key, fmt::format("must be a list of {} integers, got {}", count, field->is_array() ? fmt::format("{} items", field->size()) : json_type_name(*field)));
+    std::vector<std::int64_t> values;
+    for (std::size_t i = 0; i < count; ++i) {
+      const json& item = (*field)[i];
+      if (!item.is_number_integer()) fail_item(key, i, fmt::format("must be an integer, got {}", json_type_name(item)));
+      const bool in_range = item.is_number_unsigned() ? item.get<std::uint64_t>() <= std::uint64_t(limit)
+                                                      : item.get<std::int64_t>() >= 0 && item.get<std::int64_t>() <= limit;
+      if (!in_range) fail_item(key, i, fmt::format("must be in [0, {}], got {}", limit_text, item.dump()));
+      values.push_back(item.get<std::int64_t>());
+    }
+    return values;
+  }
+  [[noreturn]] void fail_item(const std::string& key, std::size_t index, const std::string& message) const {
+    throw CaseParseError(CaseLoadError{file_, path(key) + "/" + std::to_string(index), message});
   }
 
   double number(const std::string& key, double fallback) {
@@ -234,16 +257,6 @@ std::string CaseLoadError::to_string() const {
   return fmt::format("{}: {}: {}", file, pointer, message);
 }
 
-AttnResStrides CaseSpec::strides() const {
-  AttnResStrides s;
-  s.prefix = prefix_row_stride;
-  s.delta = delta_row_stride;
-  s.output = output_row_stride;
-  s.blocks_row = blocks_row_stride;
-  s.blocks_token = std::int64_t(shape.max_blocks) * blocks_row_stride;
-  return s;
-}
-
 std::string CaseSpec::location() const {
   if (file.empty()) return "<built-in>";
   return pointer.empty() ? file : file + "#" + pointer;
@@ -260,9 +273,57 @@ CaseSpec default_case(std::string name, std::int64_t tokens, int hidden, int max
   spec.shape.has_output_norm = true;
   spec.shape.eps = float(spec.eps);
   spec.shape.output_norm_eps = float(spec.output_norm_eps);
-  spec.prefix_row_stride = spec.delta_row_stride = spec.output_row_stride = spec.blocks_row_stride = hidden;
+  spec.strides.prefix = spec.strides.delta = spec.strides.output = hidden;
+  set_token_major_blocks(spec.strides, max_blocks, hidden);
   spec.distributions = default_distributions();
   return spec;
+}
+
+// One tensor's layout: "stride" (the full list, [s0, 1], blocks [s0, s1, 1], weights [1]) or
+// the shorthands "row_stride" / "row_padding" (blocks: token-major rows), and "storage_offset".
+void parse_tensor_layout(ObjectReader& tensor, Operand operand, int dims, CaseSpec& spec) {
+  const std::int64_t hidden = spec.shape.hidden;
+  const bool has_list = tensor.has("stride");
+  const bool has_row_stride = dims > 1 && tensor.has("row_stride"), has_padding = dims > 1 && tensor.has("row_padding");
+  if (int(has_list) + int(has_row_stride) + int(has_padding) > 1)
+    tensor.fail(has_list ? "stride" : "row_padding", "give one of stride, row_stride or row_padding");
+  std::optional<std::int64_t> row_stride;
+  if (has_row_stride) {
+    row_stride = tensor.integer("row_stride");
+    if (*row_stride < hidden || *row_stride > kMaxTensorElements)
+      tensor.fail("row_stride", fmt::format("must be in [hidden_size ({}), 2^40], got {}", hidden, *row_stride));
+  }
+  if (has_padding) {
+    const std::int64_t padding = tensor.integer("row_padding");
+    if (padding < 0 || padding > (std::int64_t(1) << 20))
+      tensor.fail("row_padding", fmt::format("must be in [0, 2^20], got {}", padding));
+    row_stride = hidden + padding;
+  }
+  AttnResStrides& strides = spec.strides;
+  std::vector<std::int64_t> list = tensor.integer_list("stride", std::size_t(dims), kMaxTensorElements, "2^40");
+  if (!list.empty() && list.back() != 1)
+    tensor.fail_item("stride", list.size() - 1,
+                     fmt::format("must be 1, got {}: elements along H are contiguous in every operand this tool makes "
+                                 "(its kernels, references and checks take no other hidden stride)",
+                                 list.back()));
+  if (row_stride) list = operand == Operand::blocks ? std::vector<std::int64_t>{spec.shape.max_blocks * *row_stride, *row_stride, 1}
+                                                    : std::vector<std::int64_t>{*row_stride, 1};
+  if (!list.empty()) {
+    switch (operand) {
+      case Operand::prefix: strides.prefix = list[0]; break;
+      case Operand::delta: strides.delta = list[0]; break;
+      case Operand::output: strides.output = list[0]; break;
+      case Operand::blocks:
+        strides.blocks_token = list[0];
+        strides.blocks_row = list[1];
+        break;
+      default: break;  // a weight's only stride is its unit one
+    }
+  }
+  const std::int64_t offset = tensor.integer("storage_offset", 0);
+  if (offset < 0 || offset > kMaxTensorElements)
+    tensor.fail("storage_offset", fmt::format("must be in [0, 2^40], got {}", offset));
+  strides.storage_offset[int(operand)] = offset;
 }
 
 CaseSpec parse_case(const json& value, const std::string& file, const std::string& pointer) {
@@ -313,47 +374,35 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
   spec.kernel = kernel == "native" ? KernelChoice::native : kernel == "portable" ? KernelChoice::portable : KernelChoice::automatic;
   spec.layout_guard = r.boolean("layout_guard", true);
 
-  spec.prefix_row_stride = spec.delta_row_stride = spec.output_row_stride = spec.blocks_row_stride = hidden;
+  spec.strides.prefix = spec.strides.delta = spec.strides.output = hidden;
+  set_token_major_blocks(spec.strides, int(max_blocks), hidden);
   spec.distributions = default_distributions();
   if (const json* tensors = r.find("tensors")) {
     ObjectReader t(*tensors, file, r.path("tensors"));
     struct Entry {
-      const char* key;
-      std::int64_t* row_stride;           // null: no rows to pad
-      std::optional<InputTensor> input;   // null: nothing to generate
+      Operand operand;
+      int dims;                          // of the tensor: [T, H] 2, blocks 3, weights 1
+      std::optional<InputTensor> input;  // null: nothing to generate
       bool present;
       const char* absent_because;
     };
     const Entry entries[] = {
-        {"prefix", &spec.prefix_row_stride, InputTensor::prefix, true, ""},
-        {"delta", &spec.delta_row_stride, InputTensor::delta, spec.shape.has_delta, "has_delta is false"},
-        {"blocks", &spec.blocks_row_stride, InputTensor::blocks, true, ""},
-        {"output", &spec.output_row_stride, std::nullopt, true, ""},
-        {"norm_weight", nullptr, InputTensor::norm_weight, true, ""},
-        {"qk_weight", nullptr, InputTensor::qk_weight, true, ""},
-        {"output_norm_weight", nullptr, InputTensor::output_norm_weight, spec.shape.has_output_norm,
+        {Operand::prefix, 2, InputTensor::prefix, true, ""},
+        {Operand::delta, 2, InputTensor::delta, spec.shape.has_delta, "has_delta is false"},
+        {Operand::blocks, 3, InputTensor::blocks, true, ""},
+        {Operand::output, 2, std::nullopt, true, ""},
+        {Operand::norm_weight, 1, InputTensor::norm_weight, true, ""},
+        {Operand::qk_weight, 1, InputTensor::qk_weight, true, ""},
+        {Operand::output_norm_weight, 1, InputTensor::output_norm_weight, spec.shape.has_output_norm,
          "has_output_norm is false"},
     };
     for (const Entry& entry : entries) {
-      const json* field = t.find(entry.key);
+      const char* key = to_string(entry.operand);
+      const json* field = t.find(key);
       if (!field) continue;
-      if (!entry.present) t.fail(entry.key, fmt::format("given, but {}", entry.absent_because));
-      ObjectReader tensor(*field, file, t.path(entry.key));
-      if (entry.row_stride) {
-        const bool has_stride = tensor.has("row_stride"), has_padding = tensor.has("row_padding");
-        if (has_stride && has_padding) tensor.fail("row_padding", "give row_stride or row_padding, not both");
-        if (has_stride) {
-          const std::int64_t stride = tensor.integer("row_stride");
-          if (stride < hidden) tensor.fail("row_stride", fmt::format("must be >= hidden_size ({}), got {}", hidden, stride));
-          *entry.row_stride = stride;
-        }
-        if (has_padding) {
-          const std::int64_t padding = tensor.integer("row_padding");
-          if (padding < 0 || padding > (std::int64_t(1) << 20))
-            tensor.fail("row_padding", fmt::format("must be in [0, 2^20], got {}", padding));
-          *entry.row_stride = hidden + padding;
-        }
-      }
+      if (!entry.present) t.fail(key, fmt::format("given, but {}", entry.absent_because));
+      ObjectReader tensor(*field, file, t.path(key));
+      parse_tensor_layout(tensor, entry.operand, entry.dims, spec);
       if (entry.input) {
         if (const json* dist = tensor.find("dist"))
           spec.distributions[int(*entry.input)] =
@@ -368,13 +417,18 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
     }
     t.reject_unknown_keys();
   }
-  const bool fits = (CheckedSize(tokens) * spec.prefix_row_stride).within(kMaxTensorElements) &&
-                    (CheckedSize(tokens) * spec.delta_row_stride).within(kMaxTensorElements) &&
-                    (CheckedSize(tokens) * spec.output_row_stride).within(kMaxTensorElements) &&
-                    (CheckedSize(tokens) * std::max<std::int64_t>(max_blocks, 1) * spec.blocks_row_stride)
-                        .within(kMaxTensorElements);
-  if (!fits)
-    r.fail("T", fmt::format("tensor sizes overflow: T ({}) x row strides exceeds 2^40 elements per tensor", tokens));
+  if (const std::optional<LayoutViolation> violation = layout_violation(spec.shape, spec.strides, kMaxTensorElements)) {
+    // Only a stride list makes elements overlap: the shorthands keep rows at least H apart.
+    const json* tensors = r.find("tensors");
+    if (violation->too_large || !tensors)
+      r.fail("T", fmt::format("tensor sizes overflow: {} needs more than 2^40 elements of storage with T = {}",
+                              to_string(violation->operand), tokens));
+    ObjectReader in_tensors(*tensors, file, r.path("tensors"));
+    const char* name = to_string(violation->operand);
+    const json* tensor = in_tensors.find(name);
+    if (!tensor) in_tensors.fail(name, violation->message);
+    ObjectReader(*tensor, file, in_tensors.path(name)).fail("stride", violation->message);
+  }
 
   if (const json* tolerance = r.find("tolerance")) {
     ObjectReader tol(*tolerance, file, r.path("tolerance"));
@@ -555,20 +609,24 @@ json distribution_to_json(const DistributionSpec& d) {
 }  // namespace
 
 json case_to_json(const CaseSpec& spec) {
+  const AttnResStrides& st = spec.strides;
   json tensors;
-  tensors["prefix"] = {{"row_stride", spec.prefix_row_stride},
-                       {"dist", distribution_to_json(spec.distributions[int(InputTensor::prefix)])}};
-  if (spec.shape.has_delta)
-    tensors["delta"] = {{"row_stride", spec.delta_row_stride},
-                        {"dist", distribution_to_json(spec.distributions[int(InputTensor::delta)])}};
-  tensors["blocks"] = {{"row_stride", spec.blocks_row_stride},
-                       {"dist", distribution_to_json(spec.distributions[int(InputTensor::blocks)])}};
-  tensors["output"] = {{"row_stride", spec.output_row_stride}};
-  tensors["norm_weight"] = {{"dist", distribution_to_json(spec.distributions[int(InputTensor::norm_weight)])}};
-  tensors["qk_weight"] = {{"dist", distribution_to_json(spec.distributions[int(InputTensor::qk_weight)])}};
-  if (spec.shape.has_output_norm)
-    tensors["output_norm_weight"] = {
-        {"dist", distribution_to_json(spec.distributions[int(InputTensor::output_norm_weight)])}};
+  auto add = [&](Operand operand, json fields) {
+    if (const std::int64_t offset = st.storage_offset[int(operand)]) fields["storage_offset"] = offset;
+    if (operand != Operand::output) fields["dist"] = distribution_to_json(spec.distributions[int(operand)]);
+    tensors[to_string(operand)] = std::move(fields);
+  };
+  // Rows at least H apart (blocks: token-major) have the shorthand; any other layout its list.
+  const std::int64_t hidden = spec.shape.hidden;
+  auto rows = [&](std::int64_t stride) { return stride >= hidden ? json{{"row_stride", stride}} : json{{"stride", {stride, 1}}}; };
+  add(Operand::prefix, rows(st.prefix));
+  if (spec.shape.has_delta) add(Operand::delta, rows(st.delta));
+  const bool token_major = st.blocks_token == std::int64_t(spec.shape.max_blocks) * st.blocks_row && st.blocks_row >= hidden;
+  add(Operand::blocks, token_major ? json{{"row_stride", st.blocks_row}} : json{{"stride", {st.blocks_token, st.blocks_row, 1}}});
+  add(Operand::output, rows(st.output));
+  add(Operand::norm_weight, json::object());
+  add(Operand::qk_weight, json::object());
+  if (spec.shape.has_output_norm) add(Operand::output_norm_weight, json::object());
   json expect = {{"verdict", spec.expect == Expectation::reject ? "reject" : "pass"}};
   if (spec.expect == Expectation::reject && !spec.expected_message.empty()) expect["message"] = spec.expected_message;
   return json{{"schema_version", kCaseSchemaVersion},

@@ -48,11 +48,8 @@ struct CaseSpec {
   double eps = 1e-6;
   double output_norm_eps = 1e-6;
   std::uint64_t seed = 0;
-  // Row strides in elements; blocks' token stride is max_blocks * blocks_row_stride.
-  std::int64_t prefix_row_stride = 0;
-  std::int64_t delta_row_stride = 0;
-  std::int64_t output_row_stride = 0;
-  std::int64_t blocks_row_stride = 0;
+  // The one layout (elements): row strides, the blocks' two outer strides, storage offsets.
+  AttnResStrides strides;
   std::array<DistributionSpec, kInputTensorCount> distributions;
   double atol = 8e-2;
   double rtol = 3e-2;
@@ -61,7 +58,6 @@ struct CaseSpec {
   KernelChoice kernel = KernelChoice::automatic;
   bool layout_guard = true;
 
-  AttnResStrides strides() const;
   // "cases/x.json" or "cases/x.json#/3": where to find it.
   std::string location() const;
 };

@@ -20,8 +20,8 @@ enum class Damage : int {
 };
 constexpr int kDamageKinds = 6;
 
-// Element offsets count from a tensor's first logical element: negative in the guard region
-// before it, span and beyond in the one after.
+// Element offsets count from the start of a tensor's storage (StridedLayout::span()): negative
+// in the guard region before it, span and beyond in the one after.
 constexpr std::int64_t kNoOffset = INT64_MAX;
 
 struct TensorTally {
@@ -39,12 +39,13 @@ enum class TensorRole : int {
 };
 
 // The damage the element at `offset` shows (-1: none). `want` is what the element must hold
-// (ignored for the output's logical elements); `state_row`: a row that must hold p.
-ATTNRES_HD int damage_at(std::int64_t offset, std::int64_t span, std::int64_t columns, std::int64_t row_stride,
-                         bool is_output, bool state_row, bf16_bits got, bf16_bits want) {
+// (ignored for the output's logical elements); `logical`: not padding; `state_row`: a row that
+// must hold p.
+ATTNRES_HD int damage_at(std::int64_t offset, std::int64_t span, bool logical, bool is_output, bool state_row,
+                         bf16_bits got, bf16_bits want) {
   if (offset < 0) return got != want ? int(Damage::guard_before) : -1;
   if (offset >= span) return got != want ? int(Damage::guard_after) : -1;
-  if (offset % row_stride >= columns) return got != want ? int(Damage::padding) : -1;
+  if (!logical) return got != want ? int(Damage::padding) : -1;
   if (is_output) return got == kPoisonBits ? int(Damage::unwritten) : -1;
   if (got == want) return -1;
   return state_row ? int(Damage::state_mismatch) : int(Damage::input_changed);

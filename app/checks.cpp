@@ -35,9 +35,10 @@ namespace {
 OutputTally tally_output_rows(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol,
                               std::int64_t row_begin, std::int64_t row_end, double& worst) {
   OutputTally tally;
-  for (std::int64_t t = row_begin; t < row_end; ++t)
+  for (std::int64_t t = row_begin; t < row_end; ++t) {
+    const bf16_bits* values = output.row(t);
     for (std::int64_t h = 0; h < output.columns; ++h) {
-      const double got = bf16_to_float(output.at(t, h));
+      const double got = bf16_to_float(values[h]);
       const std::int64_t index = t * output.columns + h;
       const double want = reference[std::size_t(index)];
       if (got != got) ++tally.nan_count;
@@ -53,6 +54,7 @@ OutputTally tally_output_rows(const HostTensor& output, const std::vector<double
       if (is_finite_value(difference) && want != 0.0)
         tally.max_rel_error = std::fmax(tally.max_rel_error, difference / std::fabs(want));
     }
+  }
   return tally;
 }
 
@@ -60,9 +62,9 @@ OutputTally tally_output_rows(const HostTensor& output, const std::vector<double
 
 Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
   constexpr std::int64_t kMinRows = 64;
-  std::vector<OutputTally> parts(std::size_t(chunk_count(output.rows, kMinRows)));
+  std::vector<OutputTally> parts(std::size_t(chunk_count(output.rows(), kMinRows)));
   std::vector<double> worsts(parts.size(), -1.0);
-  parallel_chunks(output.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+  parallel_chunks(output.rows(), kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
     parts[std::size_t(chunk)] = tally_output_rows(output, reference, atol, rtol, begin, end, worsts[std::size_t(chunk)]);
   });
   OutputTally total;
@@ -82,7 +84,7 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
     }
   }
   total.max_abs_error = std::fmax(worst, 0.0);
-  return comparison_from(total, output.rows, output.columns, atol, rtol);
+  return comparison_from(total, output.rows(), output.columns, atol, rtol);
 }
 
 ErrorMap empty_error_map(std::int64_t tokens, std::int64_t hidden) {
@@ -97,20 +99,22 @@ ErrorMap empty_error_map(std::int64_t tokens, std::int64_t hidden) {
 }
 
 ErrorMap error_map(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol) {
-  ErrorMap map = empty_error_map(output.rows, output.columns);
+  ErrorMap map = empty_error_map(output.rows(), output.columns);
   if (map.rows == 0) return map;  // T = 0
   // Rows of cells are disjoint sets of tokens: one thread per band of cell rows.
   parallel_for(map.rows, [&](std::int64_t first_cell_row, std::int64_t end_cell_row) {
     const std::int64_t t_begin = (first_cell_row * map.tokens + map.rows - 1) / map.rows;
     const std::int64_t t_end = (end_cell_row * map.tokens + map.rows - 1) / map.rows;
-    for (std::int64_t t = t_begin; t < t_end; ++t)
+    for (std::int64_t t = t_begin; t < t_end; ++t) {
+      const bf16_bits* values = output.row(t);
       for (std::int64_t h = 0; h < output.columns; ++h) {
-        const double got = bf16_to_float(output.at(t, h)), want = reference[std::size_t(t * output.columns + h)];
+        const double got = bf16_to_float(values[h]), want = reference[std::size_t(t * output.columns + h)];
         const double difference = output_difference(got, want);
         const std::size_t cell = std::size_t((t * map.rows / map.tokens) * map.columns + h * map.columns / map.hidden);
         map.max_error[cell] = std::fmax(map.max_error[cell], difference);
         map.mismatched[cell] += output_mismatch(got, want, difference, atol, rtol);
       }
+    }
   });
   return map;
 }
@@ -166,23 +170,26 @@ bool is_state_row(TensorRole role, std::int64_t row, const AttnResShape& s) {
 
 TensorTally tally_tensor(const HostTensor& got, const HostTensor& want, TensorRole role, const AttnResShape& s) {
   const std::int64_t span = want.span();
-  auto visit = [&](TensorTally& tally, std::int64_t offset, bool state_row) {
-    const bf16_bits g = got.data()[offset], w = want.data()[offset];
-    const int kind = damage_at(offset, span, want.columns, want.row_stride, role == TensorRole::output, state_row, g, w);
+  const bool is_output = role == TensorRole::output;
+  auto visit = [&](TensorTally& tally, std::int64_t offset, bool logical, bool state_row) {
+    const bf16_bits g = got.base()[offset], w = want.base()[offset];
+    const int kind = damage_at(offset, span, logical, is_output, state_row, g, w);
     if (kind >= 0) add_damage(tally, kind, offset, g, w);
   };
   TensorTally total;
   for (std::int64_t k = 0; k < kGuardElements; ++k) {
-    visit(total, k - kGuardElements, false);
-    visit(total, span + k, false);
+    visit(total, k - kGuardElements, false, false);
+    visit(total, span + k, false, false);
   }
-  constexpr std::int64_t kMinRows = 64;
-  std::vector<TensorTally> parts(std::size_t(chunk_count(want.rows, kMinRows)));
-  parallel_chunks(want.rows, kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t row = begin; row < end; ++row) {
-      const bool state_row = is_state_row(role, row, s);
-      for (std::int64_t col = 0; col < want.row_stride; ++col) visit(parts[std::size_t(chunk)], row * want.row_stride + col, state_row);
-    }
+  const std::int64_t majors = want.nesting().major;
+  const std::int64_t min_majors = std::max<std::int64_t>(1, (std::int64_t(1) << 16) / std::max<std::int64_t>(1, span / majors + 1));
+  std::vector<TensorTally> parts(std::size_t(chunk_count(majors, min_majors)));
+  parallel_chunks(majors, min_majors, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+    TensorTally& part = parts[std::size_t(chunk)];
+    for_each_storage_run(want, begin, end, [&](std::int64_t run_begin, std::int64_t run_end, std::int64_t row, bool logical) {
+      const bool state_row = row >= 0 && is_state_row(role, row, s);
+      for (std::int64_t offset = run_begin; offset < run_end; ++offset) visit(part, offset, logical, state_row);
+    });
   });
   for (const TensorTally& part : parts) merge_tally(total, part);
   return total;
@@ -203,11 +210,12 @@ ExactnessReport exactness_report(const std::vector<TensorTally>& tallies, const 
       Violation v{layout.name, kWording[kind]};
       const std::int64_t offset = tally.first[kind];
       v.count = tally.count[kind];
-      if (offset < 0 || offset >= layout.span()) {
-        v.col = offset;  // in a guard region
+      const StridedLayout::Location at = layout.locate(offset);
+      if (offset < 0 || offset >= layout.span() || at.row < 0) {
+        v.col = offset;  // in a guard region, or in storage outside every row
       } else {
-        v.row = offset / layout.row_stride;
-        v.col = offset % layout.row_stride;
+        v.row = at.row;
+        v.col = at.col;
       }
       return v;
     };
@@ -216,8 +224,8 @@ ExactnessReport exactness_report(const std::vector<TensorTally>& tallies, const 
     report.output_unwritten += tally.count[int(Damage::unwritten)];
     const std::int64_t mismatches = tally.count[int(Damage::state_mismatch)];
     if (!mismatches) continue;
-    const std::int64_t offset = tally.first[int(Damage::state_mismatch)];
-    const std::int64_t row = offset / layout.row_stride, col = offset % layout.row_stride;
+    const StridedLayout::Location at = layout.locate(tally.first[int(Damage::state_mismatch)]);
+    const std::int64_t row = at.row, col = at.col;
     if (tensor_role(i) == TensorRole::blocks) {
       report.blocks_mismatches += mismatches;
       report.first_blocks_mismatch = mismatch_text(row / shape.max_blocks, col, tally.state_got, tally.state_want) +

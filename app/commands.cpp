@@ -124,13 +124,13 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend
   const KernelEntry* under_test = kernel.empty() ? nullptr : backend.kernels().find(kernel);
   for (const CaseSpec& spec : cases) {
     if (under_test) {
-      const auto why = under_test->cannot_implement(spec.shape, spec.strides(), device);
+      const auto why = under_test->cannot_implement(spec.shape, spec.strides, device);
       text += fmt::format("  {:<44} {:<9} {}\n", spec.name, why ? "not-run" : "runs", why ? *why : under_test->name());
       continue;
     }
     DispatchRequest request;
     request.shape = spec.shape;
-    request.strides = spec.strides();
+    request.strides = spec.strides;
     request.choice = spec.kernel;
     request.layout_guard = spec.layout_guard;
     const DispatchDecision d = dispatch(device, backend.native_images(), request);

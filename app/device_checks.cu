@@ -89,14 +89,14 @@ __global__ void fill_kernel(bf16_bits* data, std::int64_t count, bf16_bits value
 }
 
 __global__ void fill_rows_kernel(DeviceTensorView t, bf16_bits value) {
-  ATTNRES_GRID_STRIDE(i, t.rows * t.columns) t.data[(i / t.columns) * t.row_stride + i % t.columns] = value;
+  const std::int64_t columns = t.layout.columns;
+  ATTNRES_GRID_STRIDE(i, t.layout.rows() * columns) t.at(i / columns, i % columns) = value;
 }
 
 __global__ void checksum_kernel(DeviceTensorView t, unsigned long long* sum) {
   unsigned long long partial = 0;
-  ATTNRES_GRID_STRIDE(i, t.rows * t.columns) {
-    partial += checksum_term(std::uint64_t(i), t.data[(i / t.columns) * t.row_stride + i % t.columns]);
-  }
+  const std::int64_t columns = t.layout.columns;
+  ATTNRES_GRID_STRIDE(i, t.layout.rows() * columns) { partial += checksum_term(std::uint64_t(i), t.at(i / columns, i % columns)); }
   add_to(sum, partial);
 }
 
@@ -107,23 +107,28 @@ __device__ bf16_bits pristine_at(const PristineValues& p, std::int64_t offset, s
 }
 
 __device__ bf16_bits residual_at(const ResidualSources& r, std::int64_t t, std::int64_t h) {
-  const bf16_bits prefix = pristine_at(r.prefix, t * r.prefix_stride + h, t * r.hidden + h, true);
-  const bf16_bits delta = r.has_delta ? pristine_at(r.delta, t * r.delta_stride + h, t * r.hidden + h, true) : bf16_bits(0);
+  const std::int64_t index = t * r.hidden + h;
+  const bf16_bits prefix =
+      pristine_at(r.prefix, r.prefix_layout.offset + r.prefix_layout.row_start(t) + h, index, true);
+  const bf16_bits delta =
+      r.has_delta ? pristine_at(r.delta, r.delta_layout.offset + r.delta_layout.row_start(t) + h, index, true) : bf16_bits(0);
   return residual_sum(prefix, delta, r.has_delta);
 }
 
-// What the element at `offset` must hold after a correct run, and whether its row must hold p.
+// What the storage element at `offset` must hold after a correct run, whether it is logical,
+// and whether its row must hold p.
 __device__ bf16_bits wanted_at(const DeviceTensorView& t, TensorRole role, const PristineValues& pristine,
-                               const ResidualSources& r, std::int64_t offset, bool& state_row) {
-  state_row = false;
-  if (offset < 0 || offset >= t.rows * t.row_stride) return pristine_at(pristine, offset, 0, false);
-  const std::int64_t row = offset / t.row_stride, col = offset % t.row_stride;
-  state_row = role == TensorRole::state ||
-              (role == TensorRole::blocks && r.max_blocks > 0 && row % r.max_blocks == r.block_write_idx);
-  if (col >= t.columns) return pristine_at(pristine, offset, 0, false);
+                               const ResidualSources& r, std::int64_t offset, bool& logical, bool& state_row) {
+  logical = state_row = false;
+  if (offset < 0 || offset >= t.layout.span()) return pristine_at(pristine, offset, 0, false);
+  const StridedLayout::Location at = t.layout.locate(offset);
+  state_row = at.row >= 0 && (role == TensorRole::state || (role == TensorRole::blocks && r.max_blocks > 0 &&
+                                                             at.row % r.max_blocks == r.block_write_idx));
+  logical = at.logical;
+  if (!logical) return pristine_at(pristine, offset, 0, false);
   if (role == TensorRole::output) return kPoisonBits;
-  if (state_row) return residual_at(r, role == TensorRole::state ? row : row / r.max_blocks, col);
-  return pristine_at(pristine, offset, row * t.columns + col, true);
+  if (state_row) return residual_at(r, role == TensorRole::state ? at.row : at.row / r.max_blocks, at.col);
+  return pristine_at(pristine, offset, at.row * t.layout.columns + at.col, true);
 }
 
 struct CheckTotals {
@@ -136,13 +141,12 @@ __global__ void check_kernel(DeviceTensorView t, TensorRole role, PristineValues
   unsigned long long count[kDamageKinds] = {};
   long long first[kDamageKinds];
   for (int k = 0; k < kDamageKinds; ++k) first[k] = kNoOffset;
-  const std::int64_t span = t.rows * t.row_stride;
+  const std::int64_t span = t.layout.span();
   ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
     const std::int64_t offset = i - t.guard;
-    bool state_row = false;
-    const bf16_bits want = wanted_at(t, role, pristine, r, offset, state_row);
-    const int kind = damage_at(offset, span, t.columns, t.row_stride, role == TensorRole::output, state_row,
-                               t.data[offset], want);
+    bool logical = false, state_row = false;
+    const bf16_bits want = wanted_at(t, role, pristine, r, offset, logical, state_row);
+    const int kind = damage_at(offset, span, logical, role == TensorRole::output, state_row, t.base[offset], want);
     if (kind >= 0) {
       ++count[kind];
       first[kind] = min(first[kind], (long long)offset);
@@ -156,9 +160,9 @@ __global__ void check_kernel(DeviceTensorView t, TensorRole role, PristineValues
 
 __global__ void state_probe_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
                                    std::int64_t offset, bf16_bits* got_want) {
-  bool state_row = false;
-  got_want[0] = t.data[offset];
-  got_want[1] = wanted_at(t, role, pristine, r, offset, state_row);
+  bool logical = false, state_row = false;
+  got_want[0] = t.base[offset];
+  got_want[1] = wanted_at(t, role, pristine, r, offset, logical, state_row);
 }
 
 struct CompareTotals {
@@ -168,8 +172,9 @@ struct CompareTotals {
 
 __global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol, CompareTotals* totals) {
   unsigned long long mismatched = 0, nans = 0, infs = 0, max_abs = 0, max_rel = 0;
-  ATTNRES_GRID_STRIDE(i, out.rows * out.columns) {
-    const double got = bf16_to_float(out.data[(i / out.columns) * out.row_stride + i % out.columns]);
+  const std::int64_t columns = out.layout.columns;
+  ATTNRES_GRID_STRIDE(i, out.layout.rows() * columns) {
+    const double got = bf16_to_float(out.at(i / columns, i % columns));
     const double want = reference[i];
     if (got != got) ++nans;
     else if (!is_finite_value(got)) ++infs;
@@ -189,8 +194,9 @@ __global__ void compare_kernel(DeviceTensorView out, const double* reference, do
 __global__ void worst_index_kernel(DeviceTensorView out, const double* reference, CompareTotals* totals) {
   const double largest = __longlong_as_double((long long)totals->max_abs_bits);
   long long first = kNoOffset;
-  ATTNRES_GRID_STRIDE(i, out.rows * out.columns) {
-    const double got = bf16_to_float(out.data[(i / out.columns) * out.row_stride + i % out.columns]);
+  const std::int64_t columns = out.layout.columns;
+  ATTNRES_GRID_STRIDE(i, out.layout.rows() * columns) {
+    const double got = bf16_to_float(out.at(i / columns, i % columns));
     if (output_difference(got, reference[i]) == largest) first = min(first, (long long)i);
   }
   min_to(&totals->worst_index, first);
@@ -203,15 +209,16 @@ __global__ void error_map_kernel(DeviceTensorView out, const double* reference, 
                                  std::int64_t rows, std::int64_t columns, double* max_error, unsigned long long* mismatched) {
   const std::int64_t cell_row = blockIdx.x / columns, cell_column = blockIdx.x % columns;
   // Cell r holds the t with floor(t * rows / T) == r: t in [ceil(r * T / rows), ceil((r + 1) * T / rows)).
-  const std::int64_t t_begin = (cell_row * out.rows + rows - 1) / rows, t_end = ((cell_row + 1) * out.rows + rows - 1) / rows;
-  const std::int64_t h_begin = (cell_column * out.columns + columns - 1) / columns;
-  const std::int64_t h_end = ((cell_column + 1) * out.columns + columns - 1) / columns;
+  const std::int64_t tokens = out.layout.rows(), hidden = out.layout.columns;
+  const std::int64_t t_begin = (cell_row * tokens + rows - 1) / rows, t_end = ((cell_row + 1) * tokens + rows - 1) / rows;
+  const std::int64_t h_begin = (cell_column * hidden + columns - 1) / columns;
+  const std::int64_t h_end = ((cell_column + 1) * hidden + columns - 1) / columns;
   const std::int64_t width = h_end - h_begin;
   double largest = 0;
   unsigned long long count = 0;
   for (std::int64_t i = threadIdx.x; i < (t_end - t_begin) * width; i += blockDim.x) {
     const std::int64_t t = t_begin + i / width, h = h_begin + i % width;
-    const double got = bf16_to_float(out.data[t * out.row_stride + h]), want = reference[t * out.columns + h];
+    const double got = bf16_to_float(out.at(t, h)), want = reference[t * hidden + h];
     const double difference = output_difference(got, want);
     largest = fmax(largest, difference);
     count += output_mismatch(got, want, difference, atol, rtol);
@@ -251,14 +258,15 @@ void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaSt
 }
 
 void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaStream_t stream) {
-  if (tensor.rows * tensor.columns == 0) return;
-  fill_rows_kernel<<<grid_for(tensor.rows * tensor.columns), kThreads, 0, stream>>>(tensor, value);
+  const std::int64_t elements = tensor.layout.rows() * tensor.layout.columns;
+  if (elements == 0) return;
+  fill_rows_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, value);
   ATTNRES_CHECK_LAUNCH("fill_rows_kernel");
 }
 
 std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t stream) {
   Accumulator<unsigned long long> sum(0, stream);
-  checksum_kernel<<<grid_for(tensor.rows * tensor.columns), kThreads, 0, stream>>>(tensor, sum.get());
+  checksum_kernel<<<grid_for(tensor.layout.rows() * tensor.layout.columns), kThreads, 0, stream>>>(tensor, sum.get());
   ATTNRES_CHECK_LAUNCH("checksum_kernel");
   return sum.result();
 }
@@ -268,7 +276,7 @@ TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole ro
   CheckTotals initial{};
   for (long long& first : initial.first) first = kNoOffset;
   Accumulator<CheckTotals> totals(initial, stream);
-  const std::int64_t elements = tensor.rows * tensor.row_stride + 2 * tensor.guard;
+  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
   check_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, role, pristine, residual, totals.get());
   ATTNRES_CHECK_LAUNCH("check_kernel");
   const CheckTotals result = totals.result();
@@ -296,7 +304,7 @@ OutputTally compare_output_on_device(const DeviceTensorView& output, const doubl
   CompareTotals initial{};
   initial.worst_index = kNoOffset;
   Accumulator<CompareTotals> totals(initial, stream);
-  const std::int64_t elements = output.rows * output.columns;
+  const std::int64_t elements = output.layout.rows() * output.layout.columns;
   if (elements == 0) return OutputTally{};  // T = 0: nothing to compare
   compare_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, atol, rtol, totals.get());
   ATTNRES_CHECK_LAUNCH("compare_kernel");
@@ -310,8 +318,8 @@ OutputTally compare_output_on_device(const DeviceTensorView& output, const doubl
   std::memcpy(&tally.max_abs_error, &result.max_abs_bits, sizeof(double));
   std::memcpy(&tally.max_rel_error, &result.max_rel_bits, sizeof(double));
   tally.worst_index = result.worst_index;
-  const std::int64_t t = tally.worst_index / output.columns, h = tally.worst_index % output.columns;
-  tally.worst_value = bf16_to_float(read_element(output.data + t * output.row_stride + h, stream));
+  const std::int64_t t = tally.worst_index / output.layout.columns, h = tally.worst_index % output.layout.columns;
+  tally.worst_value = bf16_to_float(read_element(&output.at(t, h), stream));
   tally.worst_reference = read_element(reference + tally.worst_index, stream);
   return tally;
 }

@@ -8,21 +8,26 @@
 
 #include "app/check_tally.h"
 #include "kernels/philox.h"
+#include "kernels/strided_layout.h"
 
 namespace attnres {
 
-// A tensor on the device: `data` is its first logical element, with `guard` elements of guard
-// region before it and after its rows * row_stride span.
+// A tensor on the device: `base` is the start of its storage (layout.span() elements), with
+// `guard` elements of guard region before and after it.
 struct DeviceTensorView {
-  bf16_bits* data = nullptr;
-  std::int64_t rows = 0, columns = 0, row_stride = 0, guard = 0;
+  bf16_bits* base = nullptr;
+  StridedLayout layout;
+  std::int64_t guard = 0;
+
+  ATTNRES_HD bf16_bits* data() const { return base + layout.offset; }
+  ATTNRES_HD bf16_bits& at(std::int64_t row, std::int64_t col) const { return data()[layout.row_start(row) + col]; }
 };
 
 // Where an input's original values come from: a device copy laid out as the tensor (guards and
 // padding included), or, without one, the generator over the logical elements and canaries
 // elsewhere.
 struct PristineValues {
-  const bf16_bits* copy = nullptr;  // its first logical element
+  const bf16_bits* copy = nullptr;  // the start of its storage
   GeneratorKey key{};
   ResolvedDistribution dist{};
 };
@@ -30,7 +35,8 @@ struct PristineValues {
 // What p is made of: the original prefix and delta, for the rows that must hold p.
 struct ResidualSources {
   PristineValues prefix, delta;
-  std::int64_t prefix_stride = 0, delta_stride = 0, hidden = 0;
+  StridedLayout prefix_layout, delta_layout;
+  std::int64_t hidden = 0;
   bool has_delta = false;
   int max_blocks = 0, block_write_idx = -1;
 };

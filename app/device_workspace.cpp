@@ -23,7 +23,7 @@ constexpr std::size_t kOutput = 6;  // CaseTensors::all() index of the output; 0
 class DeviceWorkspace : public CaseWorkspace {
  public:
   DeviceWorkspace(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts, bool& usable)
-      : shape_(spec.shape), strides_(spec.strides()), layouts_(case_layouts(shape_, strides_)), usable_(usable) {
+      : shape_(spec.shape), strides_(spec.strides), layouts_(case_layouts(shape_, strides_)), usable_(usable) {
     guarded([&] {
       for (const TensorLayout& layout : layouts_) storage_.emplace_back(std::size_t(layout.storage_elements()));
       if (inputs) {
@@ -90,8 +90,8 @@ class DeviceWorkspace : public CaseWorkspace {
     ResidualSources residual;
     residual.prefix = pristine_[0];
     residual.delta = pristine_[1];
-    residual.prefix_stride = strides_.prefix;
-    residual.delta_stride = strides_.delta;
+    residual.prefix_layout = layouts_[0];
+    residual.delta_layout = layouts_[1];
     residual.hidden = shape_.hidden;
     residual.has_delta = shape_.has_delta;
     residual.max_blocks = shape_.max_blocks;
@@ -127,21 +127,20 @@ class DeviceWorkspace : public CaseWorkspace {
   }
 
   DeviceTensorView view(std::size_t i) const {
-    const TensorLayout& l = layouts_[i];
-    return {storage_[i].get() + kGuardElements, l.rows, l.columns, l.row_stride, kGuardElements};
+    return {storage_[i].get() + kGuardElements, layouts_[i], kGuardElements};
   }
 
   AttnResArgs args() const {
     AttnResArgs a;
     a.shape = shape_;
     a.strides = strides_;
-    a.prefix = view(0).data;
-    a.delta = shape_.has_delta ? view(1).data : nullptr;
-    a.blocks = view(2).data;
-    a.norm_weight = view(3).data;
-    a.qk_weight = view(4).data;
-    a.output_norm_weight = shape_.has_output_norm ? view(5).data : nullptr;
-    a.output = view(kOutput).data;
+    a.prefix = view(0).data();
+    a.delta = shape_.has_delta ? view(1).data() : nullptr;
+    a.blocks = view(2).data();
+    a.norm_weight = view(3).data();
+    a.qk_weight = view(4).data();
+    a.output_norm_weight = shape_.has_output_norm ? view(5).data() : nullptr;
+    a.output = view(kOutput).data();
     return a;
   }
 
@@ -157,7 +156,7 @@ class DeviceWorkspace : public CaseWorkspace {
         ATTNRES_CUDA_CHECK(cudaMemcpy(storage_[i].get(), pristine_copies_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
       } else {
         const DeviceTensorView v = view(i);
-        generate_on_device(v.data, v.rows, v.columns, v.row_stride, pristine_[i].key, pristine_[i].dist, nullptr);
+        generate_on_device(v.data(), v.layout, pristine_[i].key, pristine_[i].dist, nullptr);
       }
     }
     ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
@@ -204,7 +203,7 @@ std::unique_ptr<CaseWorkspace> make_device_workspace(const CaseSpec& spec, const
 CaseFootprint device_workspace_footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts,
                                          bool replayed) {
   const std::optional<std::int64_t> tensors = case_storage_bytes(shape, strides);
-  const std::optional<std::int64_t> reference = cublas_reference_device_bytes(shape, strides);
+  const std::optional<std::int64_t> reference = cublas_reference_device_bytes(shape);
   if (!tensors || !reference) return {};
   const CheckedSize output_reference = CheckedSize(shape.tokens) * shape.hidden * CheckedSize(sizeof(double));
   CaseFootprint footprint;

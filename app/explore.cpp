@@ -56,10 +56,19 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
   spec.eps = spec.output_norm_eps = chance(rng, 0.5) ? 1e-5 : 1e-6;
   spec.shape.eps = spec.shape.output_norm_eps = float(spec.eps);
   spec.seed = rng();
-  spec.prefix_row_stride = hidden + draw_padding(rng);
-  spec.delta_row_stride = hidden + draw_padding(rng);
-  spec.output_row_stride = hidden + draw_padding(rng);
-  spec.blocks_row_stride = hidden + draw_padding(rng);
+  spec.strides.prefix = hidden + draw_padding(rng);
+  spec.strides.delta = hidden + draw_padding(rng);
+  spec.strides.output = hidden + draw_padding(rng);
+  // Blocks token-major [T, MAXB, H], or a view of block-major [MAXB, T, H] storage.
+  const std::int64_t blocks_row_stride = hidden + draw_padding(rng);
+  if (chance(rng, 0.25)) {
+    spec.strides.blocks_token = blocks_row_stride;
+    spec.strides.blocks_row = std::max<std::int64_t>(tokens, 1) * blocks_row_stride;
+  } else {
+    set_token_major_blocks(spec.strides, max_blocks, blocks_row_stride);
+  }
+  // Views whose first element is not their storage's (x[:, 1:], x[1:]): odd offsets misalign it.
+  for (std::int64_t& offset : spec.strides.storage_offset) offset = chance(rng, 0.3) ? draw_padding(rng) : 0;
   // Sources that differ in RMS, sometimes a zero slot; activations of differing scale.
   constexpr std::array<double, 4> scales{0.5, 1.0, 4.0, 16.0};
   spec.distributions[int(InputTensor::prefix)].std = scales[std::size_t(uniform(rng, 0, 3))];
@@ -108,11 +117,10 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
     ++counts[std::size_t(outcome)];
     ++kernels[result.kernel];
     if (outcome != TrialOutcome::finding) continue;
-    out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides prefix {} delta {} "
-                            "output {} blocks {})\n  {}\n",
+    out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides {})\n  {}\n",
                             i, to_string(result.disposition), result.kernel, spec.shape.tokens, spec.shape.hidden,
-                            spec.shape.num_blocks, spec.shape.max_blocks, spec.prefix_row_stride, spec.delta_row_stride,
-                            spec.output_row_stride, spec.blocks_row_stride, result.detail);
+                            spec.shape.num_blocks, spec.shape.max_blocks, describe_strides(spec.shape, spec.strides),
+                            result.detail);
     const ShrinkOutcome shrunk = shrink_case(spec, *backend, options, "");
     out.text += shrunk.log;
     const std::filesystem::path dir = args.out_dir.empty() ? "explore-" + spec.name : args.out_dir;

@@ -1,5 +1,7 @@
 #include "app/host_tensors.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "app/input_checksum.h"
@@ -9,21 +11,11 @@
 
 namespace attnres {
 
-std::vector<TensorLayout> case_layouts(const AttnResShape& s, const AttnResStrides& strides) {
-  const std::int64_t tokens = s.tokens, hidden = s.hidden;
-  return {{"prefix", tokens, hidden, strides.prefix},
-          {"delta", s.has_delta ? tokens : 0, hidden, s.has_delta ? strides.delta : hidden},
-          {"blocks", tokens * s.max_blocks, hidden, strides.blocks_row},
-          {"norm_weight", 1, hidden, hidden},
-          {"qk_weight", 1, hidden, hidden},
-          {"output_norm_weight", s.has_output_norm ? 1 : 0, hidden, hidden},
-          {"output", tokens, hidden, strides.output}};
-}
-
 HostTensor make_tensor(const TensorLayout& layout) {
-  const std::optional<std::int64_t> elements = (CheckedSize(layout.rows) * layout.row_stride + 2 * kGuardElements).get();
+  const std::optional<std::int64_t> span = checked_span(layout);
+  const std::optional<std::int64_t> elements = span ? (CheckedSize(*span) + 2 * kGuardElements).get() : std::nullopt;
   if (!elements || std::uint64_t(*elements) > std::vector<bf16_bits>().max_size())
-    throw std::length_error(fmt::format("{}: {} rows of stride {} do not fit in memory", layout.name, layout.rows, layout.row_stride));
+    throw std::length_error(fmt::format("{}: its layout does not fit in memory", layout.name));
   HostTensor t;
   static_cast<TensorLayout&>(t) = layout;
   t.storage.assign(std::size_t(*elements), kCanaryBits);
@@ -70,23 +62,24 @@ CaseTensors allocate_case_tensors(const AttnResShape& s, const AttnResStrides& s
   const std::vector<TensorLayout> layouts = case_layouts(s, strides);
   const std::vector<HostTensor*> tensors = t.all();
   for (std::size_t i = 0; i < tensors.size(); ++i) *tensors[i] = make_tensor(layouts[i]);
-  parallel_for(t.output.rows, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t row = begin; row < end; ++row)
-      for (std::int64_t col = 0; col < t.output.columns; ++col) t.output.at(row, col) = kPoisonBits;
+  parallel_for(t.output.rows(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) std::fill_n(t.output.row(row), t.output.columns, kPoisonBits);
   });
   return t;
 }
 
 CaseTensors make_case_tensors(const CaseSpec& spec) {
-  CaseTensors t = allocate_case_tensors(spec.shape, spec.strides());
+  CaseTensors t = allocate_case_tensors(spec.shape, spec.strides);
   for (const GeneratedTensor& g : generated_tensors(t)) {
     HostTensor& tensor = *g.tensor;
     const GeneratorKey key = make_generator_key(spec.seed, to_string(g.which));
     const ResolvedDistribution dist = resolve(spec.distributions[int(g.which)], spec.shape);
-    parallel_for(tensor.rows, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t row = begin; row < end; ++row)
+    parallel_for(tensor.rows(), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t row = begin; row < end; ++row) {
+        bf16_bits* values = tensor.row(row);
         for (std::int64_t col = 0; col < tensor.columns; ++col)
-          tensor.at(row, col) = generate_bf16(key, dist, std::uint64_t(row * tensor.columns + col));
+          values[col] = generate_bf16(key, dist, std::uint64_t(row * tensor.columns + col));
+      }
     });
   }
   return t;
@@ -97,12 +90,14 @@ std::string Fnv1a64::text() const { return fmt::format("fnv1a64:{:016x}", hash_)
 std::string checksum_text(std::uint64_t sum) { return fmt::format("mix64sum:{:016x}", sum); }
 
 std::string checksum(const HostTensor& tensor) {
-  std::vector<std::uint64_t> sums(std::size_t(chunk_count(tensor.rows, 64)), 0);
-  parallel_chunks(tensor.rows, 64, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
+  std::vector<std::uint64_t> sums(std::size_t(chunk_count(tensor.rows(), 64)), 0);
+  parallel_chunks(tensor.rows(), 64, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
     std::uint64_t sum = 0;
-    for (std::int64_t row = begin; row < end; ++row)
+    for (std::int64_t row = begin; row < end; ++row) {
+      const bf16_bits* values = tensor.row(row);
       for (std::int64_t col = 0; col < tensor.columns; ++col)
-        sum += checksum_term(std::uint64_t(row * tensor.columns + col), tensor.at(row, col));
+        sum += checksum_term(std::uint64_t(row * tensor.columns + col), values[col]);
+    }
     sums[std::size_t(chunk)] = sum;
   });
   std::uint64_t total = 0;
@@ -112,8 +107,11 @@ std::string checksum(const HostTensor& tensor) {
 
 std::optional<std::int64_t> case_storage_bytes(const AttnResShape& s, const AttnResStrides& strides) {
   CheckedSize elements = 0;
-  for (const TensorLayout& layout : case_layouts(s, strides))
-    elements = elements + CheckedSize(layout.rows) * layout.row_stride + 2 * kGuardElements;
+  for (const TensorLayout& layout : case_layouts(s, strides)) {
+    const std::optional<std::int64_t> span = checked_span(layout);
+    if (!span) return std::nullopt;
+    elements = elements + *span + 2 * kGuardElements;
+  }
   return (elements * 2).get();
 }
 

@@ -6,39 +6,24 @@
 #include <string>
 #include <vector>
 
+#include "app/case_layout.h"
 #include "app/case_spec.h"
 #include "kernels/problem.h"
 
 namespace attnres {
 
-// Elements of canary before and after every allocation: 256 bytes keeps each tensor's data
-// as aligned as the allocation itself.
-constexpr std::int64_t kGuardElements = 128;
-
-// A tensor's place in memory: `rows` rows of `columns` logical elements, `row_stride` apart,
-// with kGuardElements of guard region before and after the span.
-struct TensorLayout {
-  std::string name;
-  std::int64_t rows = 0;        // blocks: T * max_blocks rows, row t*max_blocks+b
-  std::int64_t columns = 0;     // logical elements per row (H)
-  std::int64_t row_stride = 0;  // elements between rows, >= columns
-
-  bool empty() const { return rows == 0; }
-  std::int64_t span() const { return rows * row_stride; }
-  std::int64_t storage_elements() const { return span() + 2 * kGuardElements; }
-};
-
-// The seven tensors of a case laid out by `shape` and `strides`, in CaseTensors::all() order
-// (an absent delta or output_norm_weight has no rows).
-std::vector<TensorLayout> case_layouts(const AttnResShape& shape, const AttnResStrides& strides);
-
 struct HostTensor : TensorLayout {
-  std::vector<bf16_bits> storage;  // guard, rows * row_stride, guard
+  std::vector<bf16_bits> storage;  // guard, span(), guard
 
-  bf16_bits* data() { return storage.data() + kGuardElements; }
-  const bf16_bits* data() const { return storage.data() + kGuardElements; }
-  bf16_bits& at(std::int64_t row, std::int64_t col) { return data()[row * row_stride + col]; }
-  bf16_bits at(std::int64_t row, std::int64_t col) const { return data()[row * row_stride + col]; }
+  // The storage's start (after the guard) and the first logical element.
+  bf16_bits* base() { return storage.data() + kGuardElements; }
+  const bf16_bits* base() const { return storage.data() + kGuardElements; }
+  bf16_bits* data() { return base() + offset; }
+  const bf16_bits* data() const { return base() + offset; }
+  bf16_bits* row(std::int64_t r) { return data() + row_start(r); }
+  const bf16_bits* row(std::int64_t r) const { return data() + row_start(r); }
+  bf16_bits& at(std::int64_t r, std::int64_t col) { return row(r)[col]; }
+  bf16_bits at(std::int64_t r, std::int64_t col) const { return row(r)[col]; }
 };
 
 // Every element of the allocation a canary.

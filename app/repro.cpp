@@ -73,9 +73,7 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
                     s.hidden, s.max_blocks, s.num_blocks, s.block_write_idx);
   md += fmt::format("- delta: {}, output norm: {}, eps={:g}, output_norm_eps={:g}, dtype bf16, seed {}\n",
                     s.has_delta ? "yes" : "no", s.has_output_norm ? "yes" : "no", spec.eps, spec.output_norm_eps, spec.seed);
-  md += fmt::format("- row strides (elements): prefix {}, delta {}, output {}, blocks row {} (token {})\n",
-                    spec.prefix_row_stride, s.has_delta ? std::to_string(spec.delta_row_stride) : "-",
-                    spec.output_row_stride, spec.blocks_row_stride, spec.strides().blocks_token);
+  md += fmt::format("- strides (elements): {}\n", describe_strides(s, spec.strides));
   md += fmt::format("- kernel requested: {}, layout guard: {}\n", to_string(spec.kernel), r.layout_guard ? "on" : "off");
   md += "- input checksums (logical elements; mix64sum, docs/cases.md):\n";
   for (const auto& [name, sum] : r.input_checksums) md += fmt::format("  - `{}`: `{}`\n", name, sum);
@@ -122,10 +120,9 @@ SafetensorsFile outputs_file(const CaseArtifacts& a) {
   const AttnResShape& s = a.after.shape;
   SafetensorsFile file;
   file.metadata["format"] = "attnres-check outputs v1";
-  add_strided(file, a.after.output, {s.tokens, s.hidden}, {a.after.output.row_stride, 1}, "output");
-  add_strided(file, a.after.prefix, {s.tokens, s.hidden}, {a.after.prefix.row_stride, 1}, "prefix_after");
-  add_strided(file, a.after.blocks, {s.tokens, s.max_blocks, s.hidden},
-              {std::int64_t(s.max_blocks) * a.after.blocks.row_stride, a.after.blocks.row_stride, 1}, "blocks_after");
+  add_strided(file, a.after.output, 2, "output");
+  add_strided(file, a.after.prefix, 2, "prefix_after");
+  add_strided(file, a.after.blocks, 3, "blocks_after");
   SafetensorEntry reference{"reference_output", "F64", {s.tokens, s.hidden}, {}};
   reference.bytes.resize(a.reference.size() * sizeof(double));
   if (!reference.bytes.empty()) std::memcpy(reference.bytes.data(), a.reference.data(), reference.bytes.size());  // none: T = 0
@@ -210,15 +207,37 @@ CommandOutput repro_command(const Invocation& inv) {
 
 namespace {
 
+// The strides of `st` for the sizes of `to` instead of `from`, each dimension keeping its
+// padding (the elements past what the next smaller dimension reaches), so that a stride bug
+// keeps its shape; the blocks keep which of their dimensions is outer.
+AttnResStrides resized_strides(AttnResStrides st, const AttnResShape& from, const AttnResShape& to) {
+  auto rows = [&](std::int64_t stride) { return std::max<std::int64_t>(stride - from.hidden, 0) + to.hidden; };
+  st.prefix = rows(st.prefix);
+  st.delta = rows(st.delta);
+  st.output = rows(st.output);
+  const bool token_outer = st.blocks_token >= st.blocks_row;
+  std::int64_t& minor = token_outer ? st.blocks_row : st.blocks_token;
+  std::int64_t& major = token_outer ? st.blocks_token : st.blocks_row;
+  const std::int64_t minor_from = token_outer ? from.max_blocks : from.tokens;
+  const std::int64_t minor_to = token_outer ? to.max_blocks : to.tokens;
+  const std::int64_t major_padding = major - minor_from * minor;
+  minor = rows(minor);
+  major = std::max(minor_to * minor + major_padding, std::max<std::int64_t>(minor_to - 1, 0) * minor + to.hidden);
+  return st;
+}
+
 // Smaller variants of a case, most aggressive first; each is still a valid case.
 std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   std::vector<std::pair<std::string, CaseSpec>> out;
+  const AttnResShape& s = c.shape;
   auto add = [&](std::string what, auto change) {
     CaseSpec next = c;
     change(next);
-    out.emplace_back(std::move(what), std::move(next));
+    const AttnResShape& to = next.shape;
+    if (to.tokens != s.tokens || to.hidden != s.hidden || to.max_blocks != s.max_blocks)
+      next.strides = resized_strides(c.strides, s, to);
+    if (!layout_violation(next.shape, next.strides, INT64_MAX)) out.emplace_back(std::move(what), std::move(next));
   };
-  const AttnResShape& s = c.shape;
   if (s.tokens > 1) add(fmt::format("T {} -> 1", s.tokens), [](CaseSpec& n) { n.shape.tokens = 1; });
   if (s.tokens > 2) add(fmt::format("T {} -> {}", s.tokens, s.tokens / 2), [&](CaseSpec& n) { n.shape.tokens = s.tokens / 2; });
   if (s.tokens > 1) add(fmt::format("T {} -> {}", s.tokens, s.tokens - 1), [&](CaseSpec& n) { n.shape.tokens = s.tokens - 1; });
@@ -234,25 +253,32 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   if (s.block_write_idx >= 0) add("no block write", [](CaseSpec& n) { n.shape.block_write_idx = -1; });
   if (s.has_delta) add("no delta", [](CaseSpec& n) { n.shape.has_delta = false; });
   if (s.has_output_norm) add("no output norm", [](CaseSpec& n) { n.shape.has_output_norm = false; });
-  // Halving H keeps every padding, so a stride bug keeps its shape.
   if (s.hidden >= 16 && (s.hidden / 2) % 8 == 0)
-    add(fmt::format("H {} -> {}", s.hidden, s.hidden / 2), [&](CaseSpec& n) {
-      const int half = s.hidden / 2;
-      for (std::int64_t* stride : {&n.prefix_row_stride, &n.delta_row_stride, &n.output_row_stride, &n.blocks_row_stride})
-        *stride = *stride - s.hidden + half;
-      n.shape.hidden = half;
-    });
+    add(fmt::format("H {} -> {}", s.hidden, s.hidden / 2), [&](CaseSpec& n) { n.shape.hidden = s.hidden / 2; });
+  // Row padding: halved, then none (the blocks' once they are token-major).
+  const bool token_major_blocks = c.strides.blocks_token == s.max_blocks * c.strides.blocks_row;
   struct Padded {
-    const char* name;
-    std::int64_t CaseSpec::*stride;
+    Operand operand;
+    std::int64_t AttnResStrides::*stride;
   };
-  for (const Padded p : {Padded{"prefix", &CaseSpec::prefix_row_stride}, Padded{"delta", &CaseSpec::delta_row_stride},
-                         Padded{"output", &CaseSpec::output_row_stride}, Padded{"blocks", &CaseSpec::blocks_row_stride}}) {
-    const std::int64_t padding = c.*p.stride - s.hidden;
-    if (padding > 0) add(fmt::format("{} padding {} -> 0", p.name, padding), [&](CaseSpec& n) { n.*p.stride = s.hidden; });
-    if (padding > 1)
-      add(fmt::format("{} padding {} -> {}", p.name, padding, padding / 2), [&](CaseSpec& n) { n.*p.stride = s.hidden + padding / 2; });
+  for (const Padded p : {Padded{Operand::prefix, &AttnResStrides::prefix}, Padded{Operand::delta, &AttnResStrides::delta},
+                         Padded{Operand::output, &AttnResStrides::output}, Padded{Operand::blocks, &AttnResStrides::blocks_row}}) {
+    const std::int64_t padding = c.strides.*p.stride - s.hidden;
+    if (p.operand == Operand::blocks && !token_major_blocks) continue;
+    auto pad_to = [&](std::int64_t to) {
+      return [&, to](CaseSpec& n) {
+        n.strides.*p.stride = s.hidden + to;
+        if (p.operand == Operand::blocks) set_token_major_blocks(n.strides, s.max_blocks, s.hidden + to);
+      };
+    };
+    if (padding > 0) add(fmt::format("{} padding {} -> 0", to_string(p.operand), padding), pad_to(0));
+    if (padding > 1) add(fmt::format("{} padding {} -> {}", to_string(p.operand), padding, padding / 2), pad_to(padding / 2));
   }
+  if (!token_major_blocks)
+    add("blocks made token-major", [&](CaseSpec& n) { set_token_major_blocks(n.strides, s.max_blocks, s.hidden); });
+  for (int i = 0; i < kOperandCount; ++i)
+    if (const std::int64_t offset = c.strides.storage_offset[i])
+      add(fmt::format("{} storage offset {} -> 0", to_string(Operand(i)), offset), [&](CaseSpec& n) { n.strides.storage_offset[i] = 0; });
   return out;
 }
 
@@ -310,9 +336,9 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const
   }
   current.name += "-shrunk";
   current.description = fmt::format("Shrunk by attnres-check from {} ({}); still {}.", original.location, original.name, target);
-  out.log += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides prefix {} delta {} output {} blocks {} ({:.3g}x smaller)\n",
+  out.log += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides {} ({:.3g}x smaller)\n",
                          out.trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
-                         current.prefix_row_stride, current.delta_row_stride, current.output_row_stride, current.blocks_row_stride,
+                         describe_strides(current.shape, current.strides),
                          case_size(original_spec) / case_size(current));
   out.shrunk = std::move(current);
   return out;

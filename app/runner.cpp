@@ -79,7 +79,7 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
   Selection s;
   s.launch.layout_guard = layout_guard;
   const DeviceDescription device = backend.device();
-  const AttnResStrides strides = spec.strides();
+  const AttnResStrides strides = spec.strides;
   if (!options.kernel.empty()) {
     s.kernel = backend.kernels().find(options.kernel);
     if (!s.kernel) throw std::invalid_argument("no kernel named \"" + options.kernel + "\" in the registry");
@@ -224,7 +224,7 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
 }  // namespace
 
 CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, bool keeps_artifacts, const InputSource* inputs) {
-  const AttnResStrides strides = spec.strides();
+  const AttnResStrides strides = spec.strides;
   CaseFootprint footprint = backend.footprint(spec.shape, strides, keeps_artifacts, inputs != nullptr);
   const std::optional<std::int64_t> tensors = case_storage_bytes(spec.shape, strides);
   if (!tensors || !footprint.host_bytes) return CaseFootprint{std::nullopt, footprint.device_bytes};

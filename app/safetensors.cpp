@@ -164,18 +164,26 @@ SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, con
   return file;
 }
 
-void add_strided(SafetensorsFile& file, const HostTensor& tensor, const std::vector<std::int64_t>& shape,
-                 const std::vector<std::int64_t>& stride, const std::string& name) {
+void add_strided(SafetensorsFile& file, const HostTensor& tensor, int dims, const std::string& name) {
   SafetensorEntry entry;
   entry.name = name;
   entry.dtype = "BF16";
   entry.shape = {tensor.span()};
   entry.bytes.resize(std::size_t(tensor.span()) * sizeof(bf16_bits));
-  if (!entry.bytes.empty()) std::memcpy(entry.bytes.data(), tensor.data(), entry.bytes.size());  // none: 0 rows
+  if (!entry.bytes.empty()) std::memcpy(entry.bytes.data(), tensor.base(), entry.bytes.size());  // none: empty storage
   file.tensors.push_back(std::move(entry));
+  std::vector<std::int64_t> shape{tensor.columns}, stride{1};
+  if (dims == 3) {
+    shape.insert(shape.begin(), tensor.inner);
+    stride.insert(stride.begin(), tensor.inner_stride);
+  }
+  if (dims >= 2) {
+    shape.insert(shape.begin(), tensor.outer);
+    stride.insert(stride.begin(), tensor.outer_stride);
+  }
   file.metadata[name + ".shape"] = json(shape).dump();
   file.metadata[name + ".stride"] = json(stride).dump();
-  file.metadata[name + ".storage_offset"] = "0";
+  file.metadata[name + ".storage_offset"] = std::to_string(tensor.offset);
 }
 
 SafetensorsFile inputs_file(const CaseSpec& spec, const CaseTensors& t) {
@@ -183,13 +191,12 @@ SafetensorsFile inputs_file(const CaseSpec& spec, const CaseTensors& t) {
   SafetensorsFile file;
   file.metadata["format"] = "attnres-check inputs v1";
   file.metadata["case"] = dump_json(case_to_json(spec));
-  add_strided(file, t.prefix, {s.tokens, s.hidden}, {t.prefix.row_stride, 1}, "prefix");
-  if (s.has_delta) add_strided(file, t.delta, {s.tokens, s.hidden}, {t.delta.row_stride, 1}, "delta");
-  add_strided(file, t.blocks, {s.tokens, s.max_blocks, s.hidden},
-              {std::int64_t(s.max_blocks) * t.blocks.row_stride, t.blocks.row_stride, 1}, "blocks");
-  add_strided(file, t.norm_weight, {s.hidden}, {1}, "norm_weight");
-  add_strided(file, t.qk_weight, {s.hidden}, {1}, "qk_weight");
-  if (s.has_output_norm) add_strided(file, t.output_norm_weight, {s.hidden}, {1}, "output_norm_weight");
+  add_strided(file, t.prefix, 2, "prefix");
+  if (s.has_delta) add_strided(file, t.delta, 2, "delta");
+  add_strided(file, t.blocks, 3, "blocks");
+  add_strided(file, t.norm_weight, 1, "norm_weight");
+  add_strided(file, t.qk_weight, 1, "qk_weight");
+  if (s.has_output_norm) add_strided(file, t.output_norm_weight, 1, "output_norm_weight");
   for (const HostTensor* tensor : t.all())
     if (!tensor->empty() && tensor->name != "output") file.metadata["checksum." + tensor->name] = checksum(*tensor);
   return file;
@@ -305,23 +312,31 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   const std::int64_t max_blocks = blocks_view.shape[1];
   if (max_blocks < spec.shape.num_blocks || max_blocks > 64)
     throw fail("blocks", fmt::format("MAXB {} must be in [num_blocks ({}), 64]", max_blocks, spec.shape.num_blocks));
-  if (max_blocks > 0 && CheckedSize(blocks_view.stride[0]).get() != (CheckedSize(max_blocks) * blocks_view.stride[1]).get())
-    throw fail("blocks", fmt::format("strides {} are not token-major [MAXB * s, s, 1]", shape_text(blocks_view.stride)));
   if (spec.shape.block_write_idx >= max_blocks)
     throw fail("blocks", fmt::format("block_write_idx {} of the case is out of range for MAXB {}", spec.shape.block_write_idx, max_blocks));
 
-  // Every tensor: BF16, the expected shape, rows at least H apart, every element inside the data.
+  // Every tensor: BF16, the expected shape, no two elements sharing storage, every element
+  // inside the data.
   auto source = [&](std::size_t index, const View& view, const std::vector<std::int64_t>& expected) {
     const SafetensorEntry& entry = file_.tensors[index];
     if (entry.dtype != "BF16") throw fail(entry.name, fmt::format("dtype {} (only BF16 is supported)", entry.dtype));
     if (view.shape != expected)
       throw fail(entry.name, fmt::format("expected shape {}, got {}", shape_text(expected), shape_text(view.shape)));
-    const std::int64_t row_stride = view.shape.size() >= 2 ? view.stride[view.stride.size() - 2] : hidden;
-    if (row_stride < hidden) throw fail(entry.name, fmt::format("row stride {} is below H ({})", row_stride, hidden));
     require_inside(view, entry, path);
-    // Rows of blocks are its [T * MAXB] (token, block) pairs; a [H] weight is one row.
-    const std::int64_t rows = view.shape.size() == 3 ? view.shape[0] * view.shape[1] : view.shape.size() == 2 ? view.shape[0] : 1;
-    return Source{index, view.offset, rows, row_stride};
+    // [T, H], blocks [T, MAXB, H] (rows: its (token, block) pairs) or a [H] weight (one row).
+    StridedLayout layout;
+    layout.columns = hidden;
+    layout.offset = view.offset;
+    layout.outer = view.shape.size() >= 2 ? view.shape[0] : 1;
+    layout.outer_stride = view.shape.size() >= 2 ? view.stride[0] : hidden;
+    if (view.shape.size() == 3) {
+      layout.inner = view.shape[1];
+      layout.inner_stride = view.stride[1];
+    }
+    if (!layout.overlap_free())
+      throw fail(entry.name, fmt::format("strides {} make elements share storage (rows of {} elements)",
+                                         shape_text(view.stride), hidden));
+    return Source{index, true, layout};
   };
   prefix_ = source(prefix, prefix_view, {tokens, hidden});
   blocks_ = source(blocks, blocks_view, {tokens, max_blocks, hidden});
@@ -336,7 +351,7 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
 
   if (verify_checksums) {
     for (const Source* s : {&prefix_, &delta_, &blocks_, &norm_weight_, &qk_weight_, &output_norm_weight_}) {
-      if (s->rows == 0 && s->row_stride == 0) continue;  // absent
+      if (!s->present) continue;
       const SafetensorEntry& entry = file_.tensors[s->entry];
       const auto stored = file_.metadata.find("checksum." + entry.name);
       if (stored == file_.metadata.end()) continue;
@@ -348,9 +363,9 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
                                       valid_utf8(stored->second)));
       Fnv1a64 hash;
       std::uint64_t sum = 0;
-      for (std::int64_t row = 0; row < s->rows; ++row)
+      for (std::int64_t row = 0; row < s->layout.rows(); ++row)
         for (std::int64_t col = 0; col < hidden; ++col) {
-          const std::size_t byte = std::size_t(s->offset + row * s->row_stride + col) * 2;
+          const std::size_t byte = std::size_t(s->layout.offset + s->layout.row_start(row) + col) * 2;
           const bf16_bits bits = bf16_bits(entry.bytes[byte] | (entry.bytes[byte + 1] << 8));
           if (fnv) hash.add(bits);
           else sum += checksum_term(std::uint64_t(row * hidden + col), bits);
@@ -368,12 +383,16 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   spec.shape.max_blocks = int(max_blocks);
   spec.shape.has_delta = delta.has_value();
   spec.shape.has_output_norm = output_norm_weight.has_value();
-  spec.prefix_row_stride = prefix_.row_stride;
-  if (delta) spec.delta_row_stride = delta_.row_stride;
-  spec.blocks_row_stride = blocks_.row_stride;
-  spec.output_row_stride = std::max<std::int64_t>(spec.output_row_stride, hidden);
+  // The inputs' layouts are the file's; the output keeps the case's (the bundle's case.json).
+  spec.strides.prefix = prefix_.layout.outer_stride;
+  if (delta) spec.strides.delta = delta_.layout.outer_stride;
+  spec.strides.blocks_token = blocks_.layout.outer_stride;
+  spec.strides.blocks_row = blocks_.layout.inner_stride;
+  const Source* sources[] = {&prefix_, &delta_, &blocks_, &norm_weight_, &qk_weight_, &output_norm_weight_};
+  for (int i = 0; i < 6; ++i) spec.strides.storage_offset[i] = sources[i]->layout.offset;
+  if (!StridedLayout{tokens, spec.strides.output, 1, 0, hidden, 0}.overlap_free()) spec.strides.output = hidden;
   shape_ = spec.shape;
-  strides_ = spec.strides();
+  strides_ = spec.strides;
 }
 
 std::int64_t ReplayInputs::held_bytes() const {
@@ -385,16 +404,12 @@ std::int64_t ReplayInputs::held_bytes() const {
 CaseTensors ReplayInputs::tensors() const {
   CaseTensors t = allocate_case_tensors(shape_, strides_);
   auto fill = [&](HostTensor& target, const Source& s) {
-    if (s.row_stride == 0) return;
+    if (!s.present) return;
     const SafetensorEntry& entry = file_.tensors[s.entry];
-    const std::int64_t stored = std::int64_t(entry.bytes.size() / sizeof(bf16_bits));
-    // The logical elements are proven inside; padding is copied where the file holds it
-    // (the last row's padding may lie past the data) and keeps the canary elsewhere.
-    for (std::int64_t row = 0; row < s.rows; ++row) {
-      const std::int64_t start = s.offset + row * s.row_stride;
-      const std::int64_t count = std::min({s.row_stride, target.row_stride, stored - start});
-      std::memcpy(&target.at(row, 0), entry.bytes.data() + start * 2, std::size_t(count) * 2);
-    }
+    // The storage as the file holds it, padding included; past the file's data (the last row's
+    // padding may lie there) the canary stays. Logical elements are proven inside.
+    const std::int64_t count = std::min(std::int64_t(entry.bytes.size() / sizeof(bf16_bits)), target.span());
+    if (count > 0) std::memcpy(target.base(), entry.bytes.data(), std::size_t(count) * sizeof(bf16_bits));
   };
   fill(t.prefix, prefix_);
   fill(t.delta, delta_);

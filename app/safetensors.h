@@ -48,9 +48,9 @@ SafetensorsFile read_safetensors(const std::string& path);
 // The same over `size` bytes of a stream; `label` names the source in errors.
 SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t size, const std::string& label);
 
-// A host tensor as flat BF16 storage plus "<name>.shape" / "<name>.stride" metadata.
-void add_strided(SafetensorsFile& file, const HostTensor& tensor, const std::vector<std::int64_t>& shape,
-                 const std::vector<std::int64_t>& stride, const std::string& name);
+// A host tensor as its flat BF16 storage plus "<name>.shape", "<name>.stride" and
+// "<name>.storage_offset" metadata: [T, H] (dims 2), [T, MAXB, H] (3) or [H] (1).
+void add_strided(SafetensorsFile& file, const HostTensor& tensor, int dims, const std::string& name);
 
 // The inputs of a case as written to a repro bundle's inputs.safetensors.
 SafetensorsFile inputs_file(const CaseSpec& spec, const CaseTensors& inputs);
@@ -67,11 +67,11 @@ class ReplayInputs {
   // Host memory the parsed file holds while the case runs.
   std::int64_t held_bytes() const;
 
-  // One tensor's validated layout: rows of `columns` elements, `row_stride` apart, from
-  // element `offset` of entry `entry`.
+  // One tensor's validated layout in the storage of entry `entry`.
   struct Source {
     std::size_t entry = 0;  // index into the file's tensors
-    std::int64_t offset = 0, rows = 0, row_stride = 0;
+    bool present = false;
+    StridedLayout layout;
   };
 
  private:

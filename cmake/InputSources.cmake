@@ -2,6 +2,7 @@
 # a case's tensors from it, and the host checks after a run: plain C++, no CUDA. Built into the
 # tool and into the fuzz targets.
 set(ATTNRES_INPUT_SOURCES
+  app/case_layout.cpp
   app/case_spec.cpp
   app/checks.cpp
   app/json_io.cpp

@@ -23,7 +23,7 @@ void exercise(const attnres::CaseSpec& spec) {
   const CaseSpec again = parse_case(parse_json_strict(dump_json(case_to_json(spec))), spec.file, spec.pointer);
   if (case_to_json(again) != case_to_json(spec)) std::abort();  // the writer lost or changed something
 
-  const std::optional<std::int64_t> bytes = case_storage_bytes(spec.shape, spec.strides());
+  const std::optional<std::int64_t> bytes = case_storage_bytes(spec.shape, spec.strides);
   if (!bytes || *bytes > kMaxGeneratedBytes) return;
   const CaseTensors inputs = make_case_tensors(spec);
   CaseTensors after = inputs;
@@ -38,7 +38,7 @@ void exercise(const attnres::CaseSpec& spec) {
   try {
     cpu_native_kernel(native.args(), true);
   } catch (const LayoutError&) {
-    if (!dense_rows_violation(spec.shape, spec.strides())) std::abort();  // refused a dense layout
+    if (!dense_rows_violation(spec.shape, spec.strides)) std::abort();  // refused a dense layout
   }
 }
 

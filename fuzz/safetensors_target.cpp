@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     spec.shape.num_blocks = size > 0 ? data[0] % 3 : 0;
     spec.shape.block_write_idx = size > 1 ? int(data[1] % 4) - 1 : -1;
     const ReplayInputs replay(std::move(file), "fuzz.safetensors", spec, true);
-    const std::optional<std::int64_t> bytes = case_storage_bytes(spec.shape, spec.strides());
+    const std::optional<std::int64_t> bytes = case_storage_bytes(spec.shape, spec.strides);
     if (bytes && *bytes <= kMaxCopiedBytes) {
       const CaseTensors tensors = replay.tensors();
       for (const HostTensor* t : tensors.all()) checksum(*t);

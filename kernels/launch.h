@@ -6,6 +6,7 @@
 
 #include "kernels/philox.h"
 #include "kernels/problem.h"
+#include "kernels/strided_layout.h"
 
 namespace attnres {
 
@@ -26,9 +27,9 @@ struct NativeImageQuery {
 };
 NativeImageQuery query_native_image();
 
-// Fills rows x columns logical elements of a strided device tensor with generate_bf16:
-// the same bits the host generator produces.
-void generate_on_device(bf16_bits* data, std::int64_t rows, std::int64_t columns, std::int64_t row_stride,
-                        GeneratorKey key, ResolvedDistribution dist, cudaStream_t stream);
+// Fills the logical elements of a strided device tensor (`data`: its first one) with
+// generate_bf16: the same bits the host generator produces.
+void generate_on_device(bf16_bits* data, const StridedLayout& layout, GeneratorKey key, ResolvedDistribution dist,
+                        cudaStream_t stream);
 
 }  // namespace attnres

@@ -19,13 +19,26 @@ struct AttnResShape {
   float output_norm_eps = 1e-6f;
 };
 
-// Row strides of every [T, H]-shaped operand plus the blocks' two outer strides.
+// The seven operands in the order every list of them takes (CaseTensors::all()).
+enum class Operand { prefix = 0, delta, blocks, norm_weight, qk_weight, output_norm_weight, output };
+constexpr int kOperandCount = 7;
+inline const char* to_string(Operand operand) {
+  static const char* const kNames[] = {"prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight", "output"};
+  return kNames[int(operand)];
+}
+
+// Row strides of every [T, H]-shaped operand plus the blocks' two outer strides (token-major
+// [T, MAXB, H] has blocks_token = MAXB * blocks_row; block-major storage has blocks_row =
+// T * blocks_token); every operand's stride along H is 1.
 struct AttnResStrides {
   std::int64_t prefix = 0;
   std::int64_t delta = 0;  // meaningful only with has_delta
   std::int64_t output = 0;
   std::int64_t blocks_token = 0;  // stride(0) of blocks [T, MAXB, H]
   std::int64_t blocks_row = 0;    // stride(1) of blocks
+  // Each operand's storage offset (elements from its allocation's start, by Operand): the
+  // pointers in AttnResArgs already point past it. Dispatch reads it for base alignment.
+  std::int64_t storage_offset[kOperandCount] = {};
 };
 
 struct AttnResArgs {

@@ -13,21 +13,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void upcast_kernel(const bf16_bits* in, double* out, std::int64_t count) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count; i += std::int64_t(gridDim.x) * blockDim.x)
-    out[i] = bf16_to_float(in[i]);
+// The blocks, in whatever strided layout, as dense [T, MAXB, H] doubles.
+__global__ void gather_blocks_kernel(AttnResArgs a, double* blocks) {
+  const std::int64_t hidden = a.shape.hidden, max_blocks = a.shape.max_blocks;
+  const std::int64_t total = a.shape.tokens * max_blocks * hidden;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t t = i / (max_blocks * hidden), b = (i / hidden) % max_blocks, h = i % hidden;
+    blocks[i] = bf16_to_float(a.blocks[t * a.strides.blocks_token + b * a.strides.blocks_row + h]);
+  }
 }
 
-// p (residual_sum) in prefix's layout; also into the written block.
+// p (residual_sum) as dense [T, H]; also into the written block of the dense blocks.
 __global__ void prefix_sum_kernel(AttnResArgs a, double* p, double* blocks) {
   const std::int64_t total = a.shape.tokens * a.shape.hidden;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t t = i / a.shape.hidden, h = i % a.shape.hidden;
     const bf16_bits delta = a.shape.has_delta ? a.delta[t * a.strides.delta + h] : bf16_bits(0);
     const double value = bf16_to_float(residual_sum(a.prefix[t * a.strides.prefix + h], delta, a.shape.has_delta));
-    p[t * a.strides.prefix + h] = value;
-    if (a.shape.block_write_idx >= 0)
-      blocks[t * a.strides.blocks_token + std::int64_t(a.shape.block_write_idx) * a.strides.blocks_row + h] = value;
+    p[i] = value;
+    if (a.shape.block_write_idx >= 0) blocks[(t * a.shape.max_blocks + a.shape.block_write_idx) * a.shape.hidden + h] = value;
   }
 }
 
@@ -85,7 +89,7 @@ __global__ void finish_kernel(AttnResArgs a, const double* p, const double* weig
   double* row = mixed + t * hidden;
   double partial = 0;
   for (int h = threadIdx.x; h < hidden; h += blockDim.x) {
-    row[h] += wp * p[t * a.strides.prefix + h];
+    row[h] += wp * p[t * hidden + h];
     partial += row[h] * row[h];
   }
   if (!a.shape.has_output_norm) return;
@@ -118,20 +122,19 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   const std::int64_t block_rows = tokens * s.max_blocks;
   if (tokens == 0) return DeviceBuffer<double>{};  // an empty batch: an empty [0, H] output
   // cuBLAS and grid dimensions count in int.
-  if (block_rows > INT32_MAX || tokens * a.strides.blocks_row > INT32_MAX || a.strides.blocks_token > INT32_MAX)
-    throw CudaError("cublas_reference: T * max_blocks and the strides must fit in int32", false);
-  // Token-major blocks [T, MAXB, H] with blocks_token = MAXB * blocks_row are one matrix of
-  // T*MAXB rows, lda = blocks_row: a single GEMV gives every block's logit dot product.
-  const std::int64_t blocks_span = block_rows * a.strides.blocks_row;
-  const std::int64_t prefix_span = tokens * a.strides.prefix;
-  DeviceBuffer<double> blocks{std::size_t(blocks_span)}, p{std::size_t(prefix_span)}, gate{std::size_t(hidden)};
+  if (block_rows > INT32_MAX)
+    throw CudaError("cublas_reference: T * max_blocks must fit in int32", false);
+  // Dense [T, MAXB, H] blocks are one matrix of T*MAXB rows, lda = H: a single GEMV gives every
+  // block's logit dot product, whatever the blocks' own layout.
+  const std::int64_t blocks_elements = block_rows * hidden;
+  DeviceBuffer<double> blocks{std::size_t(blocks_elements)}, p{std::size_t(tokens * hidden)}, gate{std::size_t(hidden)};
   DeviceBuffer<double> block_dots{std::size_t(block_rows)}, block_squares{std::size_t(block_rows)};
   DeviceBuffer<double> p_dots{std::size_t(tokens)}, p_squares{std::size_t(tokens)};
   DeviceBuffer<double> weights{std::size_t(tokens * sources)}, mixed{std::size_t(tokens * hidden)};
 
-  if (blocks_span) {
-    upcast_kernel<<<grid_for(blocks_span), kThreads, 0, stream>>>(a.blocks, blocks.get(), blocks_span);
-    ATTNRES_CHECK_LAUNCH("upcast_kernel");
+  if (blocks_elements) {
+    gather_blocks_kernel<<<grid_for(blocks_elements), kThreads, 0, stream>>>(a, blocks.get());
+    ATTNRES_CHECK_LAUNCH("gather_blocks_kernel");
   }
   prefix_sum_kernel<<<grid_for(tokens * hidden), kThreads, 0, stream>>>(a, p.get(), blocks.get());
   ATTNRES_CHECK_LAUNCH("prefix_sum_kernel");
@@ -145,14 +148,13 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   // Row-major rows of length H are column-major H x rows matrices; OP_T dots each row with x.
   if (block_rows) {
     ATTNRES_CUBLAS_CHECK(cublasDgemv(handle.get(), CUBLAS_OP_T, int(hidden), int(block_rows), &one, blocks.get(),
-                                     int(a.strides.blocks_row), gate.get(), 1, &zero, block_dots.get(), 1));
-    row_squares_kernel<<<unsigned(block_rows), kThreads, 0, stream>>>(blocks.get(), a.strides.blocks_row, int(hidden),
-                                                                    block_squares.get());
+                                     int(hidden), gate.get(), 1, &zero, block_dots.get(), 1));
+    row_squares_kernel<<<unsigned(block_rows), kThreads, 0, stream>>>(blocks.get(), hidden, int(hidden), block_squares.get());
     ATTNRES_CHECK_LAUNCH("row_squares_kernel");
   }
-  ATTNRES_CUBLAS_CHECK(cublasDgemv(handle.get(), CUBLAS_OP_T, int(hidden), int(tokens), &one, p.get(),
-                                   int(a.strides.prefix), gate.get(), 1, &zero, p_dots.get(), 1));
-  row_squares_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(p.get(), a.strides.prefix, int(hidden), p_squares.get());
+  ATTNRES_CUBLAS_CHECK(cublasDgemv(handle.get(), CUBLAS_OP_T, int(hidden), int(tokens), &one, p.get(), int(hidden),
+                                   gate.get(), 1, &zero, p_dots.get(), 1));
+  row_squares_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(p.get(), hidden, int(hidden), p_squares.get());
   ATTNRES_CHECK_LAUNCH("row_squares_kernel");
   softmax_kernel<<<grid_for(tokens), kThreads, 0, stream>>>(a, block_dots.get(), block_squares.get(), p_dots.get(),
                                                              p_squares.get(), weights.get());
@@ -160,8 +162,8 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   // mixed[t] = sum_b w[t][b] * blocks[t][b]: one GEMV per token over its block rows.
   if (s.num_blocks > 0) {
     ATTNRES_CUBLAS_CHECK(cublasDgemvStridedBatched(
-        handle.get(), CUBLAS_OP_N, int(hidden), s.num_blocks, &one, blocks.get(), int(a.strides.blocks_row),
-        a.strides.blocks_token, weights.get(), 1, sources, &zero, mixed.get(), 1, hidden, int(tokens)));
+        handle.get(), CUBLAS_OP_N, int(hidden), s.num_blocks, &one, blocks.get(), int(hidden), s.max_blocks * hidden,
+        weights.get(), 1, sources, &zero, mixed.get(), 1, hidden, int(tokens)));
   } else {
     ATTNRES_CUDA_CHECK(cudaMemsetAsync(mixed.get(), 0, mixed.bytes(), stream));
   }

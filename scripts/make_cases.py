@@ -13,6 +13,7 @@ vllm/         one case per test id of vLLM's tests/models/kimi_k3/test_attn_res.
 flashinfer/   FlashInfer's Kimi-K3 AttnRes device grid, semantic variants and row-padded case.
 empty.json    T=0: an empty serving batch.
 depth.json    realistic values: block RMS growing with depth, zero slots, large logits.
+layouts.json  PyTorch views: storage offsets (x[1:], x[:, 1:]), block-major blocks, misaligned weights.
 """
 import json
 import os
@@ -231,6 +232,45 @@ def empty():
                  has_output_norm=False, seed=6001)]
 
 
+def layouts():
+    T, B = 32, 5
+    return [
+        case("view-prefix-flat-offset-1",
+             "prefix = torch.empty(T*H + 1)[1:].view(T, H): dense rows, base 2 bytes past an aligned address. The native "
+             "kernel's bulk copies need 16-byte aligned operands: the dispatcher falls back.",
+             T, 4, max_blocks=B, block_write_idx=4, seed=40, tensors={"prefix": {"storage_offset": 1}}),
+        case("view-prefix-column-slice",
+             "prefix = base[:, 8:] of base [T, H+8]: rows H+8 apart, 16 bytes into the storage; the layout guard must "
+             "refuse it. (base[:, 1:] would also be misaligned: the dispatcher falls back to the portable kernel.)",
+             T, 4, max_blocks=B, block_write_idx=4, seed=41,
+             tensors={"prefix": {"stride": [H + 8, 1], "storage_offset": 8}},
+             expect={"verdict": "reject", "message": MESSAGE.format(H + 8, H, H, H)}),
+        case("view-blocks-block-major",
+             "blocks stored block-major [MAXB, T, H] and passed transposed as [T, MAXB, H]: strides [H, T*H, 1].",
+             T, 4, max_blocks=B, block_write_idx=4, seed=42, tensors={"blocks": {"stride": [H, T * H, 1]}}),
+        case("view-blocks-block-major-padded-offset",
+             "Block-major blocks with rows padded by 8, 8 more elements between blocks, and a storage offset of 8.",
+             T, 3, max_blocks=B, block_write_idx=3, seed=43,
+             tensors={"blocks": {"stride": [H + 8, T * (H + 8) + 8, 1], "storage_offset": 8}}),
+        case("view-weights-misaligned",
+             "norm_weight, qk_weight and output_norm_weight sliced from larger buffers at odd offsets.", T, 4,
+             max_blocks=B, block_write_idx=4, seed=44,
+             tensors={"norm_weight": {"storage_offset": 1}, "qk_weight": {"storage_offset": 3},
+                      "output_norm_weight": {"storage_offset": 5}}),
+        case("view-output-aligned-offset", "The output a view 64 elements into its storage (aligned): the native kernel's.",
+             T, 4, max_blocks=B, block_write_idx=4, seed=45, tensors={"output": {"storage_offset": 64}}),
+        case("view-everything-portable",
+             "Every operand a view at an odd storage offset, padded rows, block-major blocks: the portable kernel.",
+             T, 5, max_blocks=B, seed=46, kernel="portable",
+             tensors={"prefix": {"stride": [H + 3, 1], "storage_offset": 1},
+                      "delta": {"stride": [H + 5, 1], "storage_offset": 7},
+                      "blocks": {"stride": [H + 1, T * (H + 1) + 3, 1], "storage_offset": 9},
+                      "norm_weight": {"storage_offset": 11}, "qk_weight": {"storage_offset": 13},
+                      "output_norm_weight": {"storage_offset": 15},
+                      "output": {"stride": [H + 7, 1], "storage_offset": 17}}),
+    ]
+
+
 def write(path, cases):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
@@ -250,3 +290,4 @@ if __name__ == "__main__":
         write(f"cases/flashinfer/{c['name'][len('flashinfer-'):]}.json", c)
     write("cases/depth.json", depth())
     write("cases/empty.json", empty())
+    write("cases/layouts.json", layouts())

@@ -31,8 +31,8 @@ TEST(CaseSpec, DefaultsFollowTheSchema) {
   EXPECT_TRUE(c.shape.has_output_norm);
   EXPECT_DOUBLE_EQ(c.atol, 8e-2);
   EXPECT_DOUBLE_EQ(c.rtol, 3e-2);
-  EXPECT_EQ(c.prefix_row_stride, 64);
-  EXPECT_EQ(c.strides().blocks_token, 4 * 64);
+  EXPECT_EQ(c.strides.prefix, 64);
+  EXPECT_EQ(c.strides.blocks_token, 4 * 64);
   EXPECT_EQ(c.expect, Expectation::pass);
   EXPECT_EQ(c.kernel, KernelChoice::automatic);
   EXPECT_TRUE(c.distributions[int(InputTensor::qk_weight)].divide_by_sqrt_hidden);
@@ -43,18 +43,18 @@ TEST(CaseSpec, RowStrideBelowHiddenNamesFileAndPointer) {
   json c = minimal();
   c["H"] = 7168;
   c["tensors"] = {{"prefix", {{"row_stride", 7000}}}};
-  EXPECT_EQ(error_of(c), "cases/x.json: /tensors/prefix/row_stride: must be >= hidden_size (7168), got 7000");
+  EXPECT_EQ(error_of(c), "cases/x.json: /tensors/prefix/row_stride: must be in [hidden_size (7168), 2^40], got 7000");
 }
 
 TEST(CaseSpec, PaddingAndStrideAreExclusiveAndPaddingSetsStride) {
   json c = minimal();
   c["tensors"] = {{"blocks", {{"row_padding", 7}}}, {"output", {{"row_stride", 72}}}};
   const CaseSpec spec = parse_case(c, "f", "");
-  EXPECT_EQ(spec.blocks_row_stride, 71);
-  EXPECT_EQ(spec.output_row_stride, 72);
-  EXPECT_EQ(spec.strides().blocks_token, 4 * 71);
+  EXPECT_EQ(spec.strides.blocks_row, 71);
+  EXPECT_EQ(spec.strides.output, 72);
+  EXPECT_EQ(spec.strides.blocks_token, 4 * 71);
   c["tensors"] = {{"prefix", {{"row_padding", 1}, {"row_stride", 65}}}};
-  EXPECT_EQ(error_of(c, "f"), "f: /tensors/prefix/row_padding: give row_stride or row_padding, not both");
+  EXPECT_EQ(error_of(c, "f"), "f: /tensors/prefix/row_padding: give one of stride, row_stride or row_padding");
   c["tensors"] = {{"delta", {{"row_padding", -1}}}};
   EXPECT_EQ(error_of(c, "f"), "f: /tensors/delta/row_padding: must be in [0, 2^20], got -1");
 }
@@ -101,7 +101,7 @@ TEST(CaseSpec, ImpossibleShapes) {
   c["T"] = 2000000000;
   c["H"] = 65536;
   c["max_blocks"] = 64;
-  EXPECT_EQ(error_of(c, "f"), "f: /T: tensor sizes overflow: T (2000000000) x row strides exceeds 2^40 elements per tensor");
+  EXPECT_EQ(error_of(c, "f"), "f: /T: tensor sizes overflow: prefix needs more than 2^40 elements of storage with T = 2000000000");
   c = minimal();
   c["eps"] = -1e-6;
   EXPECT_EQ(error_of(c, "f"), "f: /eps: must be finite and >= 0, got -1e-06");
@@ -165,7 +165,7 @@ TEST(CaseSpec, RoundTripsThroughJson) {
   const CaseSpec b = parse_case(case_to_json(a), "f", "");
   EXPECT_EQ(case_to_json(a), case_to_json(b));
   EXPECT_EQ(b.seed, 18446744073709551615ull);
-  EXPECT_EQ(b.prefix_row_stride, 67);
+  EXPECT_EQ(b.strides.prefix, 67);
   EXPECT_EQ(b.distributions[int(InputTensor::prefix)].kind, DistributionKind::uniform);
   EXPECT_EQ(b.distributions[int(InputTensor::qk_weight)].kind, DistributionKind::constant);
   EXPECT_EQ(b.distributions[int(InputTensor::blocks)].block_scales, (std::vector<double>{0.25, 3}));
@@ -211,7 +211,7 @@ TEST(CaseSpec, BundledCasesAllLoad) {
       EXPECT_EQ(c.shape.tokens, 320);
       EXPECT_EQ(c.shape.hidden, 7168);
       EXPECT_EQ(c.shape.num_blocks, 4);
-      EXPECT_EQ(c.prefix_row_stride, 7175);
+      EXPECT_EQ(c.strides.prefix, 7175);
       EXPECT_EQ(c.expect, Expectation::reject);
     }
   EXPECT_TRUE(seed_repro);

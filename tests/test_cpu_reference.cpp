@@ -133,10 +133,10 @@ TEST(CpuReference, HonoursEveryStride) {
   dense.seed = testing::fresh_seed();
   dense.shape.block_write_idx = 2;
   CaseSpec padded = dense;
-  padded.prefix_row_stride = 65;
-  padded.delta_row_stride = 72;
-  padded.output_row_stride = 70;
-  padded.blocks_row_stride = 67;
+  padded.strides.prefix = 65;
+  padded.strides.delta = 72;
+  padded.strides.output = 70;
+  set_token_major_blocks(padded.strides, padded.shape.max_blocks, 67);
   CaseTensors a = make_case_tensors(dense), b = make_case_tensors(padded);
   const std::vector<double> ra = cpu_reference(a.args()), rb = cpu_reference(b.args());
   EXPECT_EQ(ra, rb);

@@ -153,7 +153,7 @@ TEST(Dispatch, DeviceModelsParse) {
 
 TEST(CpuNativeKernel, GuardRefusesBeforeTouchingAnything) {
   CaseSpec spec = default_case("g", 3, 64, 2, 1);
-  spec.prefix_row_stride = 65;
+  spec.strides.prefix = 65;
   CaseTensors t = make_case_tensors(spec);
   const CaseTensors before = t;
   try {

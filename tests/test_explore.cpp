@@ -14,7 +14,7 @@ TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
   std::mt19937_64 a(7), b(7);
   const ExploreLimits limits;
   int empty = 0, single = 0, odd_padding = 0, native_hidden = 0, other_hidden = 0, scaled = 0, zero_slot = 0, writes = 0,
-      no_delta = 0, no_norm = 0, past_native_blocks = 0;
+      no_delta = 0, no_norm = 0, past_native_blocks = 0, block_major = 0, odd_offset = 0;
   for (int i = 0; i < 500; ++i) {
     const CaseSpec spec = draw_case(a, i, limits);
     const CaseSpec again = draw_case(b, i, limits);
@@ -27,7 +27,7 @@ TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
     EXPECT_LE(s.hidden, limits.max_hidden);
     empty += s.tokens == 0;
     single += s.tokens == 1;
-    for (std::int64_t stride : {spec.prefix_row_stride, spec.delta_row_stride, spec.output_row_stride, spec.blocks_row_stride})
+    for (std::int64_t stride : {spec.strides.prefix, spec.strides.delta, spec.strides.output, spec.strides.blocks_row})
       odd_padding += (stride - s.hidden) % 2 == 1;
     (s.hidden % 512 == 0 ? native_hidden : other_hidden)++;
     const std::vector<double>& scales = spec.distributions[int(InputTensor::blocks)].block_scales;
@@ -37,9 +37,12 @@ TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
     no_delta += !s.has_delta;
     no_norm += !s.has_output_norm;
     past_native_blocks += s.num_blocks > 8;
+    block_major += spec.strides.blocks_token < spec.strides.blocks_row;
+    odd_offset += std::count_if(std::begin(spec.strides.storage_offset), std::end(spec.strides.storage_offset),
+                                [](std::int64_t offset) { return offset % 2 == 1; }) > 0;
   }
   for (int count : {empty, single, odd_padding, native_hidden, other_hidden, scaled, zero_slot, writes, no_delta, no_norm,
-                    past_native_blocks})
+                    past_native_blocks, block_major, odd_offset})
     EXPECT_GT(count, 5);
 }
 
@@ -70,8 +73,8 @@ TEST(Explore, FindsTheSeedsBugClassUnguardedAndShrinksIt) {
   const CaseSpec drawn = load_single_case((out / "original-case.json").string(), "");
   EXPECT_LE(shrunk.shape.tokens, drawn.shape.tokens);
   EXPECT_GE(shrunk.shape.tokens, 2);  // one row cannot show a row stride
-  const bool padded = shrunk.prefix_row_stride != shrunk.shape.hidden || shrunk.delta_row_stride != shrunk.shape.hidden ||
-                      shrunk.output_row_stride != shrunk.shape.hidden;
+  const bool padded = shrunk.strides.prefix != shrunk.shape.hidden || shrunk.strides.delta != shrunk.shape.hidden ||
+                      shrunk.strides.output != shrunk.shape.hidden;
   EXPECT_TRUE(padded) << "the bug needs a padded prefix, delta or output";
   // The bundle replays: the shrunk case still goes wrong without the guard.
   EXPECT_EQ(testing::run_cli({"run", (out / "case.json").string(), "--backend", "cpu", "--no-layout-guard"}).exit_code, kExitUnmet);

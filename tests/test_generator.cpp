@@ -95,9 +95,9 @@ TEST(Generator, LogicalValuesDoNotDependOnPaddingAndPaddingHoldsCanaries) {
   CaseSpec dense = default_case("d", 5, 64, 3, 2);
   dense.seed = 99;
   CaseSpec padded = dense;
-  padded.prefix_row_stride = 71;
-  padded.blocks_row_stride = 80;
-  padded.output_row_stride = 65;
+  padded.strides.prefix = 71;
+  set_token_major_blocks(padded.strides, padded.shape.max_blocks, 80);
+  padded.strides.output = 65;
   const CaseTensors a = make_case_tensors(dense), b = make_case_tensors(padded);
   for (std::int64_t t = 0; t < 5; ++t) {
     for (std::int64_t h = 0; h < 64; ++h) {

@@ -57,12 +57,16 @@ void expect_passed(const CaseResult& r, const CaseSpec& spec) {
 TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
   CaseSpec spec = default_case("gen", 37, 520, 3, 2);
   spec.seed = testing::fresh_seed();
-  spec.blocks_row_stride = 531;
+  set_token_major_blocks(spec.strides, spec.shape.max_blocks, 531);
   spec.distributions[int(InputTensor::blocks)].block_scales = {0.5, 3.0};  // block 2: 1
   const CaseTensors host = make_case_tensors(spec);
   const std::int64_t rows = 37 * 3;
   DeviceBuffer<bf16_bits> device{std::size_t(rows * 531)};
-  generate_on_device(device.get(), rows, 520, 531, make_generator_key(spec.seed, "blocks"),
+  StridedLayout layout;
+  layout.outer = rows;
+  layout.outer_stride = 531;
+  layout.columns = 520;
+  generate_on_device(device.get(), layout, make_generator_key(spec.seed, "blocks"),
                      resolve(spec.distributions[int(InputTensor::blocks)], spec.shape), nullptr);
   std::vector<bf16_bits> back(device.size());
   ATTNRES_CUDA_CHECK(cudaMemcpy(back.data(), device.get(), device.bytes(), cudaMemcpyDeviceToHost));
@@ -75,9 +79,9 @@ TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
 TEST_F(Gpu, DeviceMadeInputsEqualTheHostsEverywhere) {
   CaseSpec spec = default_case("inputs", 19, 1000, 5, 4);
   spec.seed = testing::fresh_seed();
-  spec.prefix_row_stride = 1007;
-  spec.blocks_row_stride = 1003;
-  spec.output_row_stride = 1008;
+  spec.strides.prefix = 1007;
+  set_token_major_blocks(spec.strides, spec.shape.max_blocks, 1003);
+  spec.strides.output = 1008;
   spec.distributions[int(InputTensor::blocks)].block_scales = {0.0, 2.5, 1.0, 0.125, 7.0};
   SCOPED_TRACE("seed " + std::to_string(spec.seed));
   const CaseTensors host = make_case_tensors(spec);
@@ -163,9 +167,9 @@ TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
   spec.seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(spec.seed));
   spec.shape.block_write_idx = 5;
-  spec.prefix_row_stride = 1003;
-  spec.blocks_row_stride = 1001;
-  spec.output_row_stride = 1010;
+  spec.strides.prefix = 1003;
+  set_token_major_blocks(spec.strides, spec.shape.max_blocks, 1001);
+  spec.strides.output = 1010;
   backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
     poke(a.prefix + 5 * a.strides.prefix + 1001, 0);                      // prefix padding
     poke(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                     // prefix not p
@@ -210,7 +214,8 @@ TEST_F(Gpu, PortableKernelMatchesTheReferenceOnFreshInputs) {
     spec.shape.block_write_idx = s.block_write_idx;
     spec.shape.has_delta = s.delta;
     spec.shape.has_output_norm = s.norm;
-    spec.prefix_row_stride = spec.delta_row_stride = spec.output_row_stride = spec.blocks_row_stride = s.hidden + s.padding;
+    spec.strides.prefix = spec.strides.delta = spec.strides.output = s.hidden + s.padding;
+    set_token_major_blocks(spec.strides, s.max_blocks, s.hidden + s.padding);
     expect_passed(run(spec, KernelChoice::portable), spec);
   }
 }
@@ -238,7 +243,7 @@ TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
   for (const int hidden : {512, 4096, 7680}) {
     CaseSpec spec = default_case("native-h", 200, hidden, 8, 5);
     spec.shape.block_write_idx = 6;
-    spec.blocks_row_stride = hidden + 8;
+    set_token_major_blocks(spec.strides, spec.shape.max_blocks, hidden + 8);
     expect_passed(run(spec, KernelChoice::native), spec);
   }
 }
@@ -246,7 +251,7 @@ TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
 TEST_F(Gpu, NativeGuardRefusesBeforeLaunching) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
   CaseSpec spec = default_case("guard", 320, 7168, 8, 4);
-  spec.prefix_row_stride = 7175;
+  spec.strides.prefix = 7175;
   CaseTensors host = make_case_tensors(spec);
   AttnResArgs args = host.layout();
   DeviceBuffer<bf16_bits> prefix{host.prefix.storage.size()}, output{host.output.storage.size()};
@@ -280,6 +285,45 @@ TEST_F(Gpu, UnguardedSeedReproShowsTheSilentCorruption) {
   EXPECT_EQ(again.comparison->mismatched, r.comparison->mismatched);
 }
 
+// Views: block-major blocks, storage offsets (odd ones misalign the operands). Damage before a
+// view's first element, in a block-major row's padding and in the written block is located on
+// the device as on the host; the built-in kernels run every such layout correctly.
+TEST_F(Gpu, DeviceChecksLocateDamageInViewsAsTheHostDoes) {
+  CaseSpec spec = default_case("views", 29, 1024, 5, 4);
+  spec.seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(spec.seed));
+  spec.shape.block_write_idx = 4;
+  spec.strides.blocks_token = 1032;
+  spec.strides.blocks_row = 29 * 1032 + 16;
+  for (int i = 0; i < kOperandCount; ++i) spec.strides.storage_offset[i] = 2 * i + 1;
+  backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
+    poke(a.prefix - 1, 0);                                                               // before prefix's first element
+    poke(a.blocks + 3 * a.strides.blocks_token + 2 * a.strides.blocks_row + 1027, 0);     // a block row's padding
+    poke(a.blocks + 28 * a.strides.blocks_token + 4 * a.strides.blocks_row + 5, 0x4000);  // the written block
+    poke(a.output - 13, 0);                                                               // the output's first storage element
+  }));
+  RunOptions options;
+  options.kernel = "damaging";
+  for (const bool replay : {false, true}) {
+    SCOPED_TRACE(replay ? "replayed inputs" : "generated inputs");
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
+    EXPECT_EQ(r.violations.size(), 3u) << r.detail;
+    EXPECT_EQ(r.comparison->blocks_mismatches, 1);
+  }
+  options.kernel.clear();
+  for (const bool replay : {false, true}) {
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::passed) << r.detail;
+    EXPECT_EQ(r.kernel, "portable") << "odd storage offsets keep the native kernel out";
+  }
+  // Aligned offsets and block-major blocks whose strides are multiples of 8: the native kernel's.
+  for (int i = 0; i < kOperandCount; ++i) spec.strides.storage_offset[i] = 8 * i;
+  spec.kernel = KernelChoice::native;
+  const CaseResult native = expect_device_checks_match_the_hosts(*backend_, spec, options, false);
+  EXPECT_EQ(native.disposition, Disposition::passed) << native.detail;
+}
+
 // The float64 reference on the device against the CPU's, over random layouts, padded ones included.
 TEST_F(Gpu, DeviceReferenceAgreesWithTheCpuReference) {
   const std::uint64_t seed = testing::fresh_seed();
@@ -293,12 +337,18 @@ TEST_F(Gpu, DeviceReferenceAgreesWithTheCpuReference) {
     spec.shape.block_write_idx = max_blocks ? pick(-1, max_blocks - 1) : -1;
     spec.shape.has_delta = pick(0, 1);
     spec.shape.has_output_norm = pick(0, 1);
-    spec.prefix_row_stride = hidden + pick(0, 1) * pick(1, 9);
-    spec.delta_row_stride = hidden + pick(0, 1) * pick(1, 9);
-    spec.blocks_row_stride = hidden + pick(0, 1) * pick(1, 9);
-    SCOPED_TRACE(fmt::format("T={} H={} MAXB={} nb={} write={} strides {} {} {}", spec.shape.tokens, hidden, max_blocks,
-                             spec.shape.num_blocks, spec.shape.block_write_idx, spec.prefix_row_stride,
-                             spec.delta_row_stride, spec.blocks_row_stride));
+    spec.strides.prefix = hidden + pick(0, 1) * pick(1, 9);
+    spec.strides.delta = hidden + pick(0, 1) * pick(1, 9);
+    const std::int64_t blocks_rows = hidden + pick(0, 1) * pick(1, 9);
+    if (pick(0, 1)) {  // block-major storage [MAXB, T, H], viewed as [T, MAXB, H]
+      spec.strides.blocks_token = blocks_rows;
+      spec.strides.blocks_row = spec.shape.tokens * blocks_rows;
+    } else {
+      set_token_major_blocks(spec.strides, spec.shape.max_blocks, blocks_rows);
+    }
+    for (std::int64_t& offset : spec.strides.storage_offset) offset = pick(0, 1) * pick(1, 9);
+    SCOPED_TRACE(fmt::format("T={} H={} MAXB={} nb={} write={} strides {}", spec.shape.tokens, hidden, max_blocks,
+                             spec.shape.num_blocks, spec.shape.block_write_idx, describe_strides(spec.shape, spec.strides)));
     const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
     EXPECT_EQ(workspace->compute_reference().name, "cublas-float64");
     const CaseArtifacts device = workspace->take_artifacts();
@@ -387,10 +437,10 @@ TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
   const BinaryRun run = run_binary({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok")});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
   const nlohmann::json& r = run.report;
-  EXPECT_EQ(r["summary"]["total"], 98);  // every bundled case but the 13 pinned to the built-in portable kernel
-  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
+  EXPECT_EQ(r["summary"]["total"], 104);  // every bundled case but the 14 pinned to the built-in portable kernel
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 5);
   EXPECT_EQ(r["summary"]["by_disposition"]["unexpected-rejection"], 2);
-  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 92);
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 97);
   EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write")["rejection"],
             "Kimi K3 AttnRes requires densely packed rows; got strides 7175, none, 7168 for hidden_size 7168");
   EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write-add")["rejection"],
@@ -527,7 +577,7 @@ TEST_F(Gpu, CasesOverTheDeviceBudgetAreNotRun) {
   EXPECT_NE(r.detail.find("of device memory; the budget is 1048576 bytes"), std::string::npos) << r.detail;
   // The tensors, and the reference's float64 buffers beside them; nothing on the host.
   const CaseFootprint need = case_footprint(spec, *backend_, false);
-  EXPECT_GT(need.device_bytes.value(), *case_storage_bytes(spec.shape, spec.strides()) + 320 * 7168 * 8);
+  EXPECT_GT(need.device_bytes.value(), *case_storage_bytes(spec.shape, spec.strides) + 320 * 7168 * 8);
   EXPECT_EQ(need.host_bytes, 0);
   // Without a budget, the device's free memory decides.
   CaseSpec huge = default_case("huge", std::int64_t(1) << 24, 7168, 8, 8);

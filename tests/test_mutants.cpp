@@ -47,7 +47,7 @@ std::vector<CaseSpec> aimed_cases() {
   depth.distributions[int(InputTensor::blocks)].block_scales = {1, 3, 0.5, 6};
   depth.distributions[int(InputTensor::prefix)].std = 4;
   CaseSpec padded = make("padded", 2, 2);
-  padded.prefix_row_stride = padded.delta_row_stride = padded.output_row_stride = 520;
+  padded.strides.prefix = padded.strides.delta = padded.strides.output = 520;
   CaseSpec zero_slot = make("zero-slot", 2, 3);
   zero_slot.distributions[int(InputTensor::blocks)].block_scales = {0, 1};
   CaseSpec large_logits = make("large-logits", 3, 4);

@@ -120,7 +120,7 @@ TEST(Runner, UnwrittenOutputIsAMemoryViolation) {
 TEST(Runner, PaddingGuardAndInputDamageAreLocated) {
   CaseSpec spec = small_case();
   spec.kernel = KernelChoice::portable;  // padded output rows: the native entry would refuse
-  spec.output_row_stride = 520;
+  spec.strides.output = 520;
   FakeBackend backend([](CaseTensors& t) {
     correct(t);
     t.output.at(2, 515) = 0;                                  // row padding
@@ -180,7 +180,7 @@ TEST(Runner, OutOfToleranceAndInexactStateFail) {
 
 TEST(Runner, RejectionExpectations) {
   CaseSpec padded = small_case();
-  padded.prefix_row_stride = 513;
+  padded.strides.prefix = 513;
   FakeBackend backend(correct);
   const CaseResult unexpected = run_case(padded, backend, RunOptions{});
   EXPECT_EQ(unexpected.disposition, Disposition::unexpected_rejection);
@@ -239,7 +239,11 @@ TEST(Runner, AReferenceThatIsNotFiniteIsTheCasesFaultNotAPass) {
 }
 
 TEST(Compare, NonFiniteValuesMismatchUnlessEqual) {
-  HostTensor out = make_tensor({"output", 1, 4, 4});
+  TensorLayout layout;
+  layout.name = "output";
+  layout.outer = 1;
+  layout.outer_stride = layout.columns = 4;
+  HostTensor out = make_tensor(layout);
   out.at(0, 0) = float_to_bf16(1.0f);
   out.at(0, 1) = float_to_bf16(NAN);
   out.at(0, 2) = float_to_bf16(INFINITY);

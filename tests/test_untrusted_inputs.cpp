@@ -333,7 +333,7 @@ TEST(MemoryBudget, CasesOverTheBudgetAreNotRunWithTheBytes) {
   // expected state; prefix alone: 2 * 2^31 elements of 2 bytes) and the float64 output.
   ASSERT_TRUE(need.host_bytes);
   EXPECT_GT(*need.host_bytes, 2 * 3 * (std::int64_t(1) << 31) * 2);
-  EXPECT_EQ(*need.host_bytes, 2 * *case_storage_bytes(spec.shape, spec.strides()) + 3 * 8 * 8);
+  EXPECT_EQ(*need.host_bytes, 2 * *case_storage_bytes(spec.shape, spec.strides) + 3 * 8 * 8);
   EXPECT_EQ(need.device_bytes, 0);
 }
 

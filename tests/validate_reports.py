@@ -45,10 +45,17 @@ good = {"schema_version": 1, "name": "x", "T": 3, "H": 64, "max_blocks": 2, "num
         "tensors": {"prefix": {"row_stride": 71, "dist": {"kind": "uniform", "low": -2, "high": 2}}},
         "expect": {"verdict": "reject", "message": "m"}}
 check(cases.is_valid(good), "a valid case fails the case schema")
+views = copy.deepcopy(good)
+views["tensors"] = {"prefix": {"stride": [65, 1], "storage_offset": 1}, "blocks": {"stride": [64, 192, 1]},
+                    "qk_weight": {"storage_offset": 3, "stride": [1]}, "output": {"row_padding": 8, "storage_offset": 8}}
+check(cases.is_valid(views), "a case of views fails the case schema")
 for change in [{"H": 7}, {"T": -1}, {"name": "a b"}, {"kernel": "fast"}, {"typo": 1}, {"schema_version": 2},
                {"tensors": {"prefix": {"row_stride": 71, "row_padding": 7}}},
                {"tensors": {"prefix": {"dist": {"kind": "normal", "low": 0}}}},
-               {"expect": {"verdict": "pass", "message": "m"}}, {"eps": -1}]:
+               {"expect": {"verdict": "pass", "message": "m"}}, {"eps": -1},
+               {"tensors": {"prefix": {"stride": [64, 2]}}}, {"tensors": {"prefix": {"stride": [71, 1], "row_stride": 71}}},
+               {"tensors": {"blocks": {"stride": [64, 1]}}}, {"tensors": {"delta": {"storage_offset": -1}}},
+               {"tensors": {"norm_weight": {"row_stride": 64}}}]:
     bad = copy.deepcopy(good)
     bad.update(change)
     check(not cases.is_valid(bad), f"the case schema accepts {change}")
