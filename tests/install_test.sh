@@ -10,6 +10,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 test -x "$prefix/bin/attnres-check"
 test -f "$prefix/include/attnres/kernel_abi.h"
 test -f "$prefix/share/attnres-check/cases/guard.json"
+PYTHONPATH="$prefix/share/attnres-check" python3 -c 'import attnres_capture' 
 if command -v help2man >/dev/null; then grep -q 'attnres-check' "$prefix/share/man/man1/attnres-check.1"; fi
 if [ -f "$build/libattnres_python_bridge.so" ]; then test -f "$prefix/lib/attnres-check/libattnres_python_bridge.so"; fi
 cd "$prefix"  # no ./cases here: the default must be the installed ones
