@@ -86,10 +86,23 @@ def _bind(signature, args, kwargs):
     return bound
 
 
-def _raw_signature(bound):
-    """The call's layout and scalars as a tuple: cheap to build and to look up on every call."""
-    return (tuple(_describe(bound[name]) for name in INPUTS + ("out",) if name in bound), int(bound["num_blocks"]),
-            int(bound["block_write_idx"]), float(bound["eps"]), float(bound["output_norm_eps"]))
+def _layout_key(tensor):
+    """A tensor's layout as the hashable objects the tensor already has (no conversions: this
+    runs on every call)."""
+    return None if tensor is None else (tensor.shape, tensor.stride(), tensor.storage_offset(), tensor.dtype)
+
+
+def _raw_signature(signature_kind, args, kwargs):
+    """The call's layout and scalars as a tuple, cheap to build and to look up on every call;
+    None where the arguments are not a plain positional vLLM call (then the bound form is used)."""
+    if signature_kind != "vllm" or kwargs or len(args) != len(VLLM_PARAMETERS):
+        return None
+    return tuple(_layout_key(t) for t in args[:6]) + tuple(args[6:]) + (args[0].device,)
+
+
+def _bound_raw_signature(bound):
+    return (tuple(_layout_key(bound[name]) for name in INPUTS + ("out",) if name in bound), bound["num_blocks"],
+            bound["block_write_idx"], bound["eps"], bound["output_norm_eps"], bound["prefix"].device)
 
 
 def call_signature(bound, capability):
@@ -206,8 +219,11 @@ class Capture:
     def before(self, target, signature_kind, args, kwargs):
         """The call's key and bound arguments (None: not captured), saving tensors of a new one."""
         try:
-            bound = _bind(signature_kind, args, kwargs)
-            raw = _raw_signature(bound)
+            raw = _raw_signature(signature_kind, args, kwargs)
+            bound = None
+            if raw is None:
+                bound = _bind(signature_kind, args, kwargs)
+                raw = _bound_raw_signature(bound)
             with self._lock:
                 key = self.keys.get(raw)
                 if key is not None:
@@ -218,6 +234,7 @@ class Capture:
                     return None
                 if len(self.seen) >= self.max_files:
                     return None
+                bound = bound or _bind(signature_kind, args, kwargs)
                 signature = call_signature(bound, _capability(bound["prefix"]))
                 key = self.keys[raw] = _key(signature)
                 first_seen = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
