@@ -159,6 +159,33 @@ class CaptureWriter(unittest.TestCase):
         self.assertIn("layout guard rejects the strides", info.stdout)
 
 
+class CaptureFromTheEnvironment(unittest.TestCase):
+    def test_a_target_imported_later_is_wrapped_and_counted_at_exit(self):
+        with tempfile.TemporaryDirectory() as work:
+            engine = pathlib.Path(work) / "engine"
+            engine.mkdir()
+            (engine / "fake_engine.py").write_text(
+                "class T:\n"
+                "    def __init__(self, *shape): self.shape, self.dtype, self.device = shape, 'torch.bfloat16', 'cpu'\n"
+                "    def stride(self):\n"
+                "        return (self.shape[1] * self.shape[2], self.shape[2], 1)[-len(self.shape):] if len(self.shape) == 3 "
+                "else (self.shape[-1], 1)[-len(self.shape):]\n"
+                "    def storage_offset(self): return 0\n"
+                "def attn_res(*args): return 'out'\n")
+            captured = pathlib.Path(work) / "captured"
+            script = ("import attnres_capture\n"
+                      "from fake_engine import attn_res, T\n"
+                      "for _ in range(5): assert attn_res(T(3, 64), None, T(3, 2, 64), T(64), T(64), None, 1, -1, 1e-5, 0.0) == 'out'\n")
+            env = dict(os.environ, ATTNRES_CAPTURE_DIR=str(captured), ATTNRES_CAPTURE_TARGETS="fake_engine:attn_res",
+                       PYTHONPATH=os.pathsep.join([str(SOURCE / "python"), str(engine)]))
+            subprocess.run([sys.executable, "-c", script], env=env, check=True)
+            (case_file,) = captured.glob("*.json")
+            case = json.loads(case_file.read_text())
+            self.assertIn("fake_engine:attn_res", case["description"])
+            self.assertIn("seen 5 times", case["description"])
+            self.assertEqual(case["tensors"]["blocks"], {"stride": [128, 64, 1]})
+
+
 @unittest.skipUnless(__import__("importlib").util.find_spec("torch"), "torch is not importable")
 class CaptureTensors(unittest.TestCase):
     def test_captured_inputs_replay_bit_for_bit(self):
