@@ -227,6 +227,37 @@ TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {
   EXPECT_EQ(run_cli({"shrink", bug, "--backend", "cpu", "--verdict", "passed"}).exit_code, kExitUnmet);
 }
 
+// A view (block-major padded blocks, storage offsets) with the bug (unguarded, the odd offsets send
+// it to the portable kernel replaying the hard-coded row stride): shrinking keeps every layout
+// legal, drops what the bug does not need (offsets, the blocks' layout) and keeps the padding.
+TEST(Shrink, ViewsShrinkToLegalLayoutsThatKeepTheBug) {
+  TempDir dir;
+  const std::string bug = dir.file("view-bug.json", json{{"schema_version", 1},
+                                                         {"name", "view-bug"},
+                                                         {"T", 12},
+                                                         {"H", 512},
+                                                         {"max_blocks", 4},
+                                                         {"num_blocks", 3},
+                                                         {"block_write_idx", 3},
+                                                         {"seed", 9},
+                                                         {"tensors",
+                                                          {{"prefix", {{"row_stride", 520}, {"storage_offset", 3}}},
+                                                           {"blocks", {{"stride", {520, 12 * 520 + 8, 1}}, {"storage_offset", 5}}},
+                                                           {"qk_weight", {{"storage_offset", 1}}}}}}
+                                                        .dump());
+  const std::string out_path = (dir.path() / "small.json").string();
+  const CommandOutput out = run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.text;
+  const CaseSpec small = parse_case(json::parse(read_file(out_path)), out_path, "");  // legal
+  for (const std::int64_t offset : small.strides.storage_offset) EXPECT_EQ(offset, 0) << out.text;
+  EXPECT_EQ(small.strides.blocks_token, small.shape.max_blocks * small.strides.blocks_row) << out.text;
+  EXPECT_GT(small.strides.prefix, small.shape.hidden) << out.text;
+  EXPECT_LT(small.shape.tokens, 12);
+  EXPECT_EQ(run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "memory-violation"})
+                .exit_code,
+            kExitOk);
+}
+
 TEST(Shrink, TheShrunkCasePassesItsOwnRegressionCheck) {
   // The seed repro expects the guard's message for T=320, H=7168, stride 7175; shrunk, the
   // layout is smaller and the guarded kernel names the new strides.
