@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -483,23 +482,9 @@ constexpr std::uintmax_t kMaxCaseFileBytes = 64u << 20;
 // Every failure while reading one file becomes an error naming that file: one bad file never
 // costs the others their results.
 void load_file(const std::string& file, LoadedCases& out) {
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(file, ec);
-  if (ec) {
-    out.errors.push_back({file, "", "cannot read file: " + ec.message()});
-    return;
-  }
-  if (size > kMaxCaseFileBytes) {
-    out.errors.push_back({file, "", fmt::format("{} bytes; case files are limited to {} bytes", size, kMaxCaseFileBytes)});
-    return;
-  }
-  std::ifstream stream(file, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
-  if (!stream && !stream.eof()) {
-    out.errors.push_back({file, "", "cannot read file"});
-    return;
-  }
-  parse_case_text(text, file, out);
+  const BoundedFile read = read_bounded_file(file, kMaxCaseFileBytes, "case files");
+  if (!read.error.empty()) out.errors.push_back({file, "", read.error});
+  else parse_case_text(read.text, file, out);
 }
 
 struct DirectoryId {

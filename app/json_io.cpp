@@ -1,6 +1,9 @@
 #include "app/json_io.h"
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -9,6 +12,17 @@
 namespace attnres {
 
 using nlohmann::json;
+
+BoundedFile read_bounded_file(const std::string& path, std::uintmax_t max_bytes, const char* kind) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return {"", "cannot read file: " + ec.message()};
+  if (size > max_bytes) return {"", fmt::format("{} bytes; {} are limited to {} bytes", size, kind, max_bytes)};
+  std::ifstream stream(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  if (!stream && !stream.eof()) return {"", "cannot read file"};
+  return {std::move(text), ""};
+}
 
 std::string escape_pointer_token(std::string_view key) {
   std::string out;

@@ -2,6 +2,7 @@
 // out-of-range numbers are errors, not silently resolved) and output that is always valid
 // UTF-8, whatever bytes a path or message held.
 #pragma once
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -30,6 +31,14 @@ std::string dump_json(const nlohmann::json& value, int indent = -1);
 
 // `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD.
 std::string valid_utf8(std::string_view text);
+
+// A whole input file, read only when it holds at most `max_bytes`; else `error` says why
+// ("cannot read file: ...", "N bytes; <kind> are limited to M bytes").
+struct BoundedFile {
+  std::string text;
+  std::string error;
+};
+BoundedFile read_bounded_file(const std::string& path, std::uintmax_t max_bytes, const char* kind);
 
 // One JSON pointer reference token ("a/b" -> "a~1b").
 std::string escape_pointer_token(std::string_view key);

@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -28,16 +25,11 @@ struct Part {
 }
 
 Part read_part(const std::string& path) {
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) bad_report(path, "", "cannot read file: " + ec.message());
-  if (size > kMaxReportBytes) bad_report(path, "", fmt::format("{} bytes; reports are read up to {} bytes", size, kMaxReportBytes));
-  std::ifstream stream(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
-  if (!stream && !stream.eof()) bad_report(path, "", "cannot read file");
+  const BoundedFile read = read_bounded_file(path, kMaxReportBytes, "reports");
+  if (!read.error.empty()) bad_report(path, "", read.error);
   Part part{path, {}, 0, 0};
   try {
-    part.report = report_from_json(parse_json_strict(text));
+    part.report = report_from_json(parse_json_strict(read.text));
   } catch (const JsonInputError& e) {
     bad_report(path, e.pointer(), e.what());
   }
