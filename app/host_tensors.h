@@ -31,7 +31,7 @@ HostTensor make_tensor(const TensorLayout& layout);
 
 struct CaseTensors {
   HostTensor prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output;
-  // The case's one layout (CaseSpec::strides(): the dispatcher reads the same), every tensor
+  // The case's one layout (CaseSpec::strides: the dispatcher reads the same), every tensor
   // above allocated by it.
   AttnResShape shape;
   AttnResStrides strides;
