@@ -44,10 +44,10 @@ void for_each_storage_run(const StridedLayout& layout, std::int64_t major_begin,
   if (major_begin == 0) run(0, layout.offset, -1, false);
   if (layout.empty()) return;
   for (std::int64_t i = major_begin; i < major_end; ++i) {
-    const std::int64_t base = layout.offset + (n.major == 1 ? 0 : i * n.major_stride);
+    const std::int64_t base = layout.offset + i * n.major_stride;
     const std::int64_t region_end = n.major == 1 ? span : base + n.major_stride;
     for (std::int64_t j = 0; j < n.minor; ++j) {
-      const std::int64_t start = base + (n.minor == 1 ? 0 : j * n.minor_stride);
+      const std::int64_t start = base + j * n.minor_stride;
       const std::int64_t row_end = n.minor == 1 ? region_end : std::min(start + n.minor_stride, region_end);
       run(start, start + layout.columns, row_of(i, j), true);
       run(start + layout.columns, row_end, row_of(i, j), false);

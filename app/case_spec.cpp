@@ -213,17 +213,10 @@ std::array<DistributionSpec, kInputTensorCount> default_distributions() {
 
 }  // namespace
 
-const char* to_string(InputTensor tensor) {
-  switch (tensor) {
-    case InputTensor::prefix: return "prefix";
-    case InputTensor::delta: return "delta";
-    case InputTensor::blocks: return "blocks";
-    case InputTensor::norm_weight: return "norm_weight";
-    case InputTensor::qk_weight: return "qk_weight";
-    case InputTensor::output_norm_weight: return "output_norm_weight";
-  }
-  return "?";
-}
+// The inputs are the operands before the output, in the same order (case_to_json and the
+// distributions rely on it).
+static_assert(int(InputTensor::output_norm_weight) == int(Operand::output_norm_weight) && kInputTensorCount + 1 == kOperandCount);
+const char* to_string(InputTensor tensor) { return to_string(Operand(int(tensor))); }
 
 ResolvedDistribution resolve(const DistributionSpec& spec, const AttnResShape& shape) {
   ResolvedDistribution r;

@@ -363,13 +363,15 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
                                       valid_utf8(stored->second)));
       Fnv1a64 hash;
       std::uint64_t sum = 0;
-      for (std::int64_t row = 0; row < s->layout.rows(); ++row)
+      for (std::int64_t row = 0; row < s->layout.rows(); ++row) {
+        const std::int64_t start = s->layout.offset + s->layout.row_start(row);
         for (std::int64_t col = 0; col < hidden; ++col) {
-          const std::size_t byte = std::size_t(s->layout.offset + s->layout.row_start(row) + col) * 2;
+          const std::size_t byte = std::size_t(start + col) * 2;
           const bf16_bits bits = bf16_bits(entry.bytes[byte] | (entry.bytes[byte + 1] << 8));
           if (fnv) hash.add(bits);
           else sum += checksum_term(std::uint64_t(row * hidden + col), bits);
         }
+      }
       const std::string computed = fnv ? hash.text() : checksum_text(sum);
       if (computed != stored->second)
         throw fail(field, fmt::format("the data gives {}, the file says {}: the tensor was changed after it was written "

@@ -76,12 +76,13 @@ struct StridedLayout {
     std::int64_t rest = element - offset;
     if (rest < 0 || empty()) return at;
     const Nesting n = nesting();
+    // A dimension of one index holds everything: its index is 0 whatever its stride.
     const std::int64_t major_index = n.major == 1 ? 0 : rest / n.major_stride;
     if (major_index >= n.major) return at;
-    rest -= major_index * (n.major == 1 ? 0 : n.major_stride);
+    rest -= major_index * n.major_stride;
     const std::int64_t minor_index = n.minor == 1 ? 0 : rest / n.minor_stride;
     if (minor_index >= n.minor) return at;
-    rest -= minor_index * (n.minor == 1 ? 0 : n.minor_stride);
+    rest -= minor_index * n.minor_stride;
     const std::int64_t outer_index = n.outer_is_major ? major_index : minor_index;
     const std::int64_t inner_index = n.outer_is_major ? minor_index : major_index;
     at.row = outer_index * inner + inner_index;

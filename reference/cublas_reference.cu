@@ -51,9 +51,9 @@ __device__ double block_sum(double value) {
   return total;
 }
 
-// One block per row: sum of squares of `columns` elements at base + row * lda.
-__global__ void row_squares_kernel(const double* base, std::int64_t lda, int columns, double* out) {
-  const double* row = base + blockIdx.x * lda;
+// One block per row of a dense [rows, columns] matrix: its sum of squares.
+__global__ void row_squares_kernel(const double* base, int columns, double* out) {
+  const double* row = base + std::int64_t(blockIdx.x) * columns;
   double partial = 0;
   for (int h = threadIdx.x; h < columns; h += blockDim.x) partial += row[h] * row[h];
   const double total = block_sum(partial);
@@ -149,12 +149,12 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   if (block_rows) {
     ATTNRES_CUBLAS_CHECK(cublasDgemv(handle.get(), CUBLAS_OP_T, int(hidden), int(block_rows), &one, blocks.get(),
                                      int(hidden), gate.get(), 1, &zero, block_dots.get(), 1));
-    row_squares_kernel<<<unsigned(block_rows), kThreads, 0, stream>>>(blocks.get(), hidden, int(hidden), block_squares.get());
+    row_squares_kernel<<<unsigned(block_rows), kThreads, 0, stream>>>(blocks.get(), int(hidden), block_squares.get());
     ATTNRES_CHECK_LAUNCH("row_squares_kernel");
   }
   ATTNRES_CUBLAS_CHECK(cublasDgemv(handle.get(), CUBLAS_OP_T, int(hidden), int(tokens), &one, p.get(), int(hidden),
                                    gate.get(), 1, &zero, p_dots.get(), 1));
-  row_squares_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(p.get(), hidden, int(hidden), p_squares.get());
+  row_squares_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(p.get(), int(hidden), p_squares.get());
   ATTNRES_CHECK_LAUNCH("row_squares_kernel");
   softmax_kernel<<<grid_for(tokens), kThreads, 0, stream>>>(a, block_dots.get(), block_squares.get(), p_dots.get(),
                                                              p_squares.get(), weights.get());
