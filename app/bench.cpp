@@ -16,6 +16,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
+#include "kernels/native_plan.h"
 #include "reference/cublas_reference.h"
 
 namespace attnres {
@@ -118,10 +119,7 @@ InputSets make_sets(const AttnResShape& shape, std::size_t l2_bytes) {
   CaseSpec spec = default_case("bench", shape.tokens, shape.hidden, shape.max_blocks, shape.num_blocks);
   const AttnResArgs a = sets.args(0);
   auto fill = [&](bf16_bits* data, std::int64_t rows, InputTensor which) {
-    StridedLayout dense;
-    dense.outer = rows;
-    dense.outer_stride = dense.columns = shape.hidden;
-    generate_on_device(data, dense, make_generator_key(spec.seed, to_string(which)),
+    generate_on_device(data, StridedLayout::matrix(rows, shape.hidden, shape.hidden), make_generator_key(spec.seed, to_string(which)),
                        resolve(spec.distributions[int(which)], spec.shape), nullptr);
   };
   fill(const_cast<bf16_bits*>(a.norm_weight), 1, InputTensor::norm_weight);
@@ -146,7 +144,7 @@ std::string check_kernel(InputSets& sets, const DeviceBuffer<double>& reference,
   ATTNRES_CUDA_CHECK(cudaMemset(a.output, 0xff, std::size_t(tokens * hidden) * sizeof(bf16_bits)));  // NaN poison
   launch(a, nullptr);
   ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
-  const DeviceTensorView output{a.output, tokens, hidden, hidden, 0};
+  const DeviceTensorView output{a.output, StridedLayout::matrix(tokens, hidden, hidden), 0};
   const Comparison c = comparison_from(compare_output_on_device(output, reference.get(), 8e-2, 3e-2, nullptr), tokens,
                                        hidden, 8e-2, 3e-2);
   // Later timed launches keep updating prefix in place; restore it for the next check.
@@ -210,8 +208,8 @@ double time_kernel_with_events(InputSets& sets, int repeats, const std::function
 // One row per point: median microseconds and bytes per second of each kernel timed there (empty
 // where it did not run) and the reference's milliseconds.
 std::string bench_csv(const json& points) {
-  std::string csv = csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "native_us", "native_bytes_per_s",
-                             "portable_us", "portable_bytes_per_s", "kernel", "kernel_us", "kernel_bytes_per_s",
+  std::string csv = csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "native_plan", "native_us",
+                             "native_bytes_per_s", "native_pdl_us", "portable_us", "portable_bytes_per_s", "kernel", "kernel_us", "kernel_bytes_per_s",
                              "cublas_reference_ms"});
   auto cells = [](const json& point, const char* kernel) -> std::vector<std::string> {
     if (!point.contains(kernel) || !point[kernel].contains("median_us")) return {"", ""};
@@ -222,8 +220,10 @@ std::string bench_csv(const json& points) {
     std::vector<std::string> row{std::to_string(p["tokens"].get<std::int64_t>()), std::to_string(p["num_blocks"].get<int>()),
                                  std::to_string(p["hidden"].get<int>()), fmt::format("{}", p["bytes"].get<double>()),
                                  fmt::format("{}", p["copy_bandwidth"].get<double>())};
-    for (const char* kernel : {"native", "portable"})
-      for (std::string& cell : cells(p, kernel)) row.push_back(std::move(cell));
+    row.push_back(p["native"].contains("plan") ? p["native"]["plan"].get<std::string>() : "");
+    for (std::string& cell : cells(p, "native")) row.push_back(std::move(cell));
+    row.push_back(p.contains("native_pdl") ? fmt::format("{}", p["native_pdl"]["median_us"].get<double>()) : "");
+    for (std::string& cell : cells(p, "portable")) row.push_back(std::move(cell));
     row.push_back(p.contains("kernel") ? p["kernel"]["name"].get<std::string>() : "");
     for (std::string& cell : cells(p, "kernel")) row.push_back(std::move(cell));
     row.push_back(fmt::format("{}", p["cublas_reference_ms"].get<double>()));
@@ -267,19 +267,27 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
   const double copy = copy_bandwidth(events);
   Stream stream;
   json results = json::array();
+  std::string plan_rows;  // the --native-plans table's rows
   std::string table = fmt::format("Device {} ({}), H={}, delta and output norm on, no block write; copy bandwidth {:.2f} TB/s "
                                   "(2 GiB device-to-device, read+written bytes). Each time is the median over CUDA-graph replays of 20 launches "
                                   "on rotating input sets (together > 4x L2).\n\n",
                                   device.name, device_arch(device), args.hidden, copy / 1e12);
+  if (args.pdl)
+    table += "Native PDL: the same launches with programmatic dependent launch, so each one's prologue overlaps the previous "
+             "one's tail.\n\n";
   if (under_test.entry)
     table += fmt::format("Kernel under test (`{}`): timed the same way where its launch can be captured on the tool's stream, "
                          "otherwise with CUDA events around each launch on the default stream (host overhead included); the "
                          "`timed` column says which.\n\n",
                          under_test.name);
-  table += "| T | blocks | MB moved | native µs | native TB/s | native % copy | portable µs | portable TB/s | native / portable |";
+  table += "| T | blocks | MB moved | native plan | native µs | native TB/s | native % copy |";
+  table += args.pdl ? " native PDL µs |" : "";
+  table += " portable µs | portable TB/s | native / portable |";
   table += under_test.entry ? " kernel µs | kernel TB/s | kernel % copy | timed |" : "";
   table += " cuBLAS fp64 ref ms (end to end) | check |\n";
-  table += "|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+  table += "|---:|---:|---:|---|---:|---:|---:|";
+  table += args.pdl ? "---:|" : "";
+  table += "---:|---:|---:|";
   table += under_test.entry ? "---:|---:|---:|---|" : "";
   table += "---:|---|\n";
   for (const int nb : args.blocks)
@@ -313,22 +321,57 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       };
       const auto native = entry_launcher("native");
       const auto portable = entry_launcher("portable");
+      const native::Plan chosen = native::choose_plan(tokens, nb, args.hidden);
       json point = {{"tokens", tokens}, {"num_blocks", nb}, {"hidden", args.hidden}, {"bytes", bytes},
                     {"copy_bandwidth", copy}, {"cublas_reference_ms", ref_ms}};
       const std::string portable_check = check_kernel(sets, reference, pristine, portable);
       const double portable_ms = time_kernel(sets, args.repeats, stream.get(), portable);
       point["portable"] = {{"median_us", portable_ms * 1e3}, {"bytes_per_s", bytes / (portable_ms * 1e-3)}, {"check", portable_check}};
-      std::string native_cells = "n/a | n/a | n/a", ratio = "n/a", check = "portable " + portable_check;
-      if (decision.path == KernelPath::native && !decision.rejection) {
+      const bool native_runs = decision.path == KernelPath::native && !decision.rejection;
+      std::string native_cells = "n/a | n/a | n/a | n/a", pdl_cell = args.pdl ? " n/a |" : "", ratio = "n/a",
+                  check = "portable " + portable_check;
+      if (native_runs) {
         const std::string native_check = check_kernel(sets, reference, pristine, native);
         const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
         const double bw = bytes / (native_ms * 1e-3);
-        native_cells = fmt::format("{:.1f} | {:.2f} | {:.1f}%", native_ms * 1e3, bw / 1e12, 100.0 * bw / copy);
+        native_cells = fmt::format("{} | {:.1f} | {:.2f} | {:.1f}%", native::to_string(chosen), native_ms * 1e3, bw / 1e12,
+                                   100.0 * bw / copy);
         ratio = fmt::format("{:.2f}x", portable_ms / native_ms);
         check = "native " + native_check + ", " + check;
-        point["native"] = {{"median_us", native_ms * 1e3}, {"bytes_per_s", bw}, {"fraction_of_copy", bw / copy}, {"check", native_check}};
+        point["native"] = {{"plan", native::to_string(chosen)}, {"median_us", native_ms * 1e3}, {"bytes_per_s", bw},
+                           {"fraction_of_copy", bw / copy}, {"check", native_check}};
+        if (args.pdl) {
+          const auto native_pdl = [&](const AttnResArgs& a, cudaStream_t s) {
+            LaunchOptions options;
+            options.programmatic_dependent_launch = true;
+            backend->kernels().find("native")->launch(a, options, s);
+          };
+          const std::string pdl_check = check_kernel(sets, reference, pristine, native_pdl);
+          const double pdl_ms = time_kernel(sets, args.repeats, stream.get(), native_pdl);
+          pdl_cell = fmt::format(" {:.1f} |", pdl_ms * 1e3);
+          if (pdl_check != native_check) check += ", native with PDL " + pdl_check;
+          point["native_pdl"] = {{"median_us", pdl_ms * 1e3}, {"bytes_per_s", bytes / (pdl_ms * 1e-3)}, {"check", pdl_check}};
+        }
       } else {
         point["native"] = {{"not_run", decision.reason}};
+      }
+      if (args.native_plans && native_runs) {
+        std::string cells;
+        json plans = json::object();
+        for (const native::Plan& plan : native::all_plans(args.hidden)) {
+          const auto planned = [&](const AttnResArgs& a, cudaStream_t s) {
+            NativeLaunchOptions options;
+            options.plan = plan;
+            launch_native(a, options, s);
+          };
+          const std::string plan_check = check_kernel(sets, reference, pristine, planned);
+          const double plan_ms = time_kernel(sets, args.repeats, stream.get(), planned);
+          const bool ok = plan_check.rfind("ok", 0) == 0;
+          cells += fmt::format(" {:.1f}{}{} |", plan_ms * 1e3, plan == chosen ? "*" : "", ok ? "" : " INCORRECT");
+          plans[native::to_string(plan)] = {{"median_us", plan_ms * 1e3}, {"check", plan_check}};
+        }
+        plan_rows += fmt::format("| {} | {} |{}\n", tokens, nb, cells);
+        point["native_plans"] = plans;
       }
       std::string kernel_cells;
       if (under_test.entry) {
@@ -366,11 +409,20 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
           }
         }
       }
-      table += fmt::format("| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} | {} |{} {:.1f} | {} |\n", tokens, nb, bytes / 1e6,
-                           native_cells, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells, ref_ms,
-                           check);
+      table += fmt::format("| {} | {} | {:.1f} | {} |{} {:.1f} | {:.2f} | {} |{} {:.1f} | {} |\n", tokens, nb, bytes / 1e6,
+                           native_cells, pdl_cell, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells,
+                           ref_ms, check);
       results.push_back(point);
     }
+  if (args.native_plans) {
+    table += "\nEvery plan of the native kernel, median µs (`*`: the plan it picks):\n\n| T | blocks |";
+    std::string rule = "|---:|---:|";
+    for (const native::Plan& plan : native::all_plans(args.hidden)) {
+      table += " " + native::to_string(plan) + " |";
+      rule += "---:|";
+    }
+    table += "\n" + rule + "\n" + plan_rows;
+  }
   out.text = table;
   if (!args.markdown_path.empty()) write_file_atomically(args.markdown_path, table);
   if (!args.json_path.empty())

@@ -71,6 +71,8 @@ struct BenchArguments {
   std::vector<int> blocks{1, 4, 8};
   int hidden = 7168;
   int repeats = 50;
+  bool pdl = false;           // also time the native kernel with programmatic dependent launch
+  bool native_plans = false;  // also time every native plan, not only the one chosen
   std::string markdown_path;
   std::string json_path;
   std::string csv_path;

@@ -17,7 +17,10 @@ class NativeEntry : public KernelEntry {
     return native_unavailable_reason(device, images_, shape, strides);
   }
   void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) override {
-    launch_native(args, options.layout_guard, stream);
+    NativeLaunchOptions native;
+    native.layout_guard = options.layout_guard;
+    native.programmatic_dependent_launch = options.programmatic_dependent_launch;
+    launch_native(args, native, stream);
   }
 
  private:

@@ -21,6 +21,7 @@ enum class OperandPlace { host, cuda_device };
 struct LaunchOptions {
   bool layout_guard = true;            // built-in native kernel: check strides before launching
   bool hard_coded_row_stride = false;  // built-in portable kernel: replay the native kernel's bug
+  bool programmatic_dependent_launch = false;  // built-in native kernel: bench --pdl
 };
 
 class KernelEntry {

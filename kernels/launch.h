@@ -1,9 +1,11 @@
 // Host entry points of the GPU kernels. Every pointer in AttnResArgs is a device pointer.
 #pragma once
+#include <optional>
 #include <string>
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/native_plan.h"
 #include "kernels/philox.h"
 #include "kernels/problem.h"
 #include "kernels/strided_layout.h"
@@ -14,9 +16,19 @@ namespace attnres {
 // bug (prefix, delta and output rows taken as H apart) where no native kernel can run.
 void launch_portable(const AttnResArgs& args, cudaStream_t stream, bool hard_coded_row_stride = false);
 
-// The native SM90/SM100 kernel. With layout_guard it refuses (LayoutError) any prefix, delta or
-// output whose row stride is not H, before launching; without, it runs and corrupts.
-void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stream);
+struct NativeLaunchOptions {
+  // Refuse (LayoutError) any prefix, delta or output whose row stride is not H, before
+  // launching; without, the kernel runs and corrupts.
+  bool layout_guard = true;
+  // Launch with programmatic stream serialization: the kernel's prologue overlaps the previous
+  // kernel's tail (it reads nothing before that kernel has finished).
+  bool programmatic_dependent_launch = false;
+  std::optional<native::Plan> plan;  // default: native::choose_plan
+};
+
+// The native SM90/SM100 kernel. Shapes it does not support and illegal plans are refused
+// (std::invalid_argument) before any CUDA call.
+void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, cudaStream_t stream);
 
 // Whether this build holds a native image that loads on the current device, read from the
 // kernel's attributes at run time (binary_version: 90, 100, ... or 0).

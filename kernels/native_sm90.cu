@@ -1,4 +1,6 @@
-// Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a), version 11.
+// Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a): launch_native and the
+// ring variant, the large-T one (version 11; the small-T split variant is in
+// native_split_sm90.cu, and native::choose_plan picks between them).
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
 // versions tried and their numbers):
@@ -32,10 +34,16 @@
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
 #include "kernels/layout_guard.h"
+#include "kernels/native_device.cuh"
 #include "kernels/native_limits.h"
+#include "kernels/native_variants.h"
 
 namespace attnres {
 namespace {
+
+using native_device::pack;
+using native_device::unpack;
+using native_device::warp_transpose_sum;
 
 constexpr int kMaxStages = 16;
 constexpr int kVec = native::kElementsPerVector;
@@ -93,22 +101,6 @@ __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(kConsumerBarrier), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ void unpack(const uint4 raw, float* out) {
-  const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = bits_float(words[i] << 16);
-    out[2 * i + 1] = bits_float(words[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ uint4 pack(const float* in) {
-  std::uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = std::uint32_t(float_to_bf16(in[2 * i])) | (std::uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // Which global row the j-th load of token t reads: 0 prefix, 1 delta (if any), then the blocks
 // that are sources, skipping the written one (that source is p itself).
 struct RowPlan {
@@ -124,30 +116,6 @@ __device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, st
   int block = j - plan.first_block_load;
   if (a.shape.block_write_idx >= 0 && block >= a.shape.block_write_idx) ++block;
   return a.blocks + t * a.strides.blocks_token + std::int64_t(block) * a.strides.blocks_row;
-}
-
-// One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
-template <int Width>
-__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
-  const bool upper = (lane & Width) != 0;
-#pragma unroll
-  for (int i = 0; i < Width; ++i) {
-    const float send = upper ? v[i] : v[i + Width];
-    const float keep = upper ? v[i + Width] : v[i];
-    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, Width);
-  }
-}
-
-// Sum over the warp of 32 values per lane, transposed: lane l returns the warp's total of
-// v[l]. 31 shuffles for all 32 values, against 5 per value done one at a time.
-__device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
-  const int lane = threadIdx.x % 32;
-  transpose_step<16>(v, lane);
-  transpose_step<8>(v, lane);
-  transpose_step<4>(v, lane);
-  transpose_step<2>(v, lane);
-  transpose_step<1>(v, lane);
-  return v[0];
 }
 
 constexpr int kMaxSources = native::kMaxBlocks + 1;
@@ -205,6 +173,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  native_device::wait_for_previous_grid();
+  native_device::allow_dependent_launch();
 
   if (threadIdx.x >= consumer_threads) {  // producer warp: one lane issues every copy
     if (threadIdx.x != consumer_threads) return;
@@ -460,16 +430,7 @@ LaunchConfig& launch_config(int device) {
 
 }  // namespace
 
-void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stream) {
-  if (layout_guard) require_dense_rows(args.shape, args.strides);
-  DispatchRequest request;
-  request.shape = args.shape;
-  request.strides = args.strides;
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  request.operands_16b_aligned = aligned(args.prefix) && aligned(args.delta) && aligned(args.blocks) && aligned(args.output) &&
-                                 aligned(args.norm_weight) && aligned(args.qk_weight) && aligned(args.output_norm_weight);
-  if (const std::optional<std::string> why = native_unsupported_reason(request)) throw std::invalid_argument(*why);
-  if (args.shape.tokens == 0) return;
+void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream) {
   int device = 0;
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
   const LaunchConfig& config = launch_config(device);
@@ -480,11 +441,37 @@ void launch_native(const AttnResArgs& args, bool layout_guard, cudaStream_t stre
   const int loads = 1 + int(args.shape.has_delta) + args.shape.num_blocks;
   if (stages < loads)
     throw CudaError(fmt::format("native kernel: H={} leaves {} ring stages for {} row loads", args.shape.hidden, stages, loads), false);
-  const int dynamic_bytes = stash_bytes + stages * row_bytes;
-  const int threads = args.shape.hidden / kElemsPerThread + 32;
-  const unsigned grid = unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms));
-  kNativeKernels[args.shape.num_blocks]<<<grid, threads, dynamic_bytes, stream>>>(args, stages);
+  cudaLaunchConfig_t launch{};
+  launch.gridDim = dim3(unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms)));
+  launch.blockDim = dim3(unsigned(args.shape.hidden / kElemsPerThread + 32));
+  launch.dynamicSmemBytes = std::size_t(stash_bytes) + std::size_t(stages) * row_bytes;
+  launch.stream = stream;
+  cudaLaunchAttribute pdl{};
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  launch.attrs = &pdl;
+  launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
+  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kNativeKernels[args.shape.num_blocks], args, stages));
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
+}
+
+void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, cudaStream_t stream) {
+  if (options.layout_guard) require_dense_rows(args.shape, args.strides);
+  DispatchRequest request;
+  request.shape = args.shape;
+  request.strides = args.strides;
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  request.operands_16b_aligned = aligned(args.prefix) && aligned(args.delta) && aligned(args.blocks) && aligned(args.output) &&
+                                 aligned(args.norm_weight) && aligned(args.qk_weight) && aligned(args.output_norm_weight);
+  if (const std::optional<std::string> why = native_unsupported_reason(request)) throw std::invalid_argument(*why);
+  const native::Plan plan = options.plan.value_or(native::choose_plan(args.shape.tokens, args.shape.num_blocks, args.shape.hidden));
+  if (const std::optional<std::string> why = native::plan_unsupported_reason(plan, args.shape.hidden))
+    throw std::invalid_argument(*why);
+  if (args.shape.tokens == 0) return;
+  if (plan.variant == native::Variant::ring)
+    launch_native_ring(args, options.programmatic_dependent_launch, stream);
+  else
+    launch_native_split(args, plan, options.programmatic_dependent_launch, stream);
 }
 
 }  // namespace attnres

@@ -15,6 +15,15 @@ struct StridedLayout {
   std::int64_t columns = 0;
   std::int64_t offset = 0;  // storage elements before the first logical element
 
+  // A [rows, columns] matrix whose rows lie row_stride apart.
+  ATTNRES_HD static StridedLayout matrix(std::int64_t rows, std::int64_t columns, std::int64_t row_stride) {
+    StridedLayout l;
+    l.outer = rows;
+    l.outer_stride = row_stride;
+    l.columns = columns;
+    return l;
+  }
+
   ATTNRES_HD std::int64_t rows() const { return outer * inner; }
   ATTNRES_HD bool empty() const { return rows() == 0 || columns == 0; }
   // Row r is (r / inner, r % inner); its first element, counted from the first logical element.

@@ -6,6 +6,8 @@
 #include "kernels/dispatch.h"
 #include "kernels/launch.h"
 #include "kernels/layout_guard.h"
+#include "kernels/native_limits.h"
+#include "kernels/native_plan.h"
 
 namespace attnres {
 namespace {
@@ -55,17 +57,88 @@ TEST(NativeLaunch, UnsupportedShapesAreRefusedBeforeAnyCudaCall) {
   args.shape = request.shape;
   args.strides = request.strides;
   try {
-    launch_native(args, true, nullptr);
+    launch_native(args, NativeLaunchOptions{}, nullptr);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "native kernel supports num_blocks <= 8, got 12");
   }
   args.shape = kimi().shape;
   args.shape.hidden = args.strides.prefix = args.strides.delta = args.strides.output = 1000;
-  EXPECT_THROW(launch_native(args, true, nullptr), std::invalid_argument);
+  EXPECT_THROW(launch_native(args, NativeLaunchOptions{}, nullptr), std::invalid_argument);
   args.shape = kimi().shape;
   args.strides = kimi(7175).strides;  // the layout guard comes first
-  EXPECT_THROW(launch_native(args, true, nullptr), LayoutError);
+  EXPECT_THROW(launch_native(args, NativeLaunchOptions{}, nullptr), LayoutError);
+}
+
+// A plan the kernel cannot run is refused with its reason, before any CUDA call.
+TEST(NativeLaunch, IllegalPlansAreRefusedBeforeAnyCudaCall) {
+  AttnResArgs args;
+  args.shape = kimi().shape;
+  args.strides = kimi().strides;
+  NativeLaunchOptions options;
+  options.plan = native::Plan{native::Variant::split, 3, 1};
+  try {
+    launch_native(args, options, nullptr);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "split clusters are 1, 2, 4 or 8 CTAs, got 3");
+  }
+}
+
+TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
+  const auto pick = [](std::int64_t tokens, int blocks) { return native::to_string(native::choose_plan(tokens, blocks, 7168)); };
+  EXPECT_EQ(pick(1, 0), "split/8x1");
+  EXPECT_EQ(pick(1, 8), "split/8x1");
+  EXPECT_EQ(pick(16, 4), "split/8x1");
+  EXPECT_EQ(pick(17, 4), "split/4x2");
+  EXPECT_EQ(pick(32, 5), "split/8x1");
+  EXPECT_EQ(pick(33, 4), "split/2x2");
+  EXPECT_EQ(pick(64, 8), "split/2x1");
+  EXPECT_EQ(pick(65, 8), "ring");
+  EXPECT_EQ(pick(100, 2), "split/1x2");
+  EXPECT_EQ(pick(100, 3), "ring");
+  EXPECT_EQ(pick(129, 0), "ring");
+  EXPECT_EQ(pick(320, 8), "ring");
+  EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring");
+}
+
+// Whatever the problem, the policy's plan is one the kernel can run: whole warps, at most 512
+// threads, at most 32 partial slots per row, and the slices of a row tile H exactly.
+TEST(NativePlan, EveryChoiceFitsEverySupportedShape) {
+  for (int hidden = native::kHiddenMultiple; hidden <= native::kMaxHidden; hidden += native::kHiddenMultiple)
+    for (std::int64_t tokens = 0; tokens <= 300; ++tokens)
+      for (int blocks = 0; blocks <= native::kMaxBlocks; ++blocks) {
+        const native::Plan plan = native::choose_plan(tokens, blocks, hidden);
+        ASSERT_FALSE(native::plan_unsupported_reason(plan, hidden)) << native::to_string(plan) << " H=" << hidden;
+        if (plan.variant == native::Variant::ring) continue;
+        const int threads = native::split_threads(plan, hidden);
+        EXPECT_EQ(threads % 32, 0);
+        EXPECT_LE(threads, native::kSplitMaxThreads);
+        EXPECT_LE(native::split_slots(plan, hidden), 32);
+        const int owners = hidden / native::kElementsPerVector / plan.cluster / plan.vectors_per_thread;
+        EXPECT_GT(threads, owners - 32);
+        EXPECT_EQ(owners * plan.vectors_per_thread * plan.cluster * native::kElementsPerVector, hidden);
+      }
+}
+
+TEST(NativePlan, IllegalPlansAreNamed) {
+  using native::Plan;
+  using native::Variant;
+  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 16, 1}, 7168).value(),
+            "split clusters are 1, 2, 4 or 8 CTAs, got 16");
+  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 2, 3}, 7168).value(),
+            "split threads load 1 or 2 vectors per source, got 3");
+  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 1, 1}, 7680).value(),
+            "split/1x1: hidden_size 7680 needs 960 threads per CTA, more than 512");
+  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 8, 1}, 96).value(),
+            "split/8x1: hidden_size 96 does not split evenly");
+  EXPECT_EQ(native::split_threads(Plan{Variant::split, 8, 1}, 7168), 128);  // 112 own vectors
+  EXPECT_EQ(native::split_slots(Plan{Variant::split, 8, 1}, 7168), 32);
+  std::vector<std::string> names;
+  for (const Plan& plan : native::all_plans(7168)) names.push_back(native::to_string(plan));
+  EXPECT_EQ(names, (std::vector<std::string>{"ring", "split/1x2", "split/2x1", "split/2x2", "split/4x1", "split/4x2",
+                                             "split/8x1", "split/8x2"}));
+  EXPECT_EQ(native::all_plans(512).size(), 9u);  // split/1x1 fits there too
 }
 
 TEST(Dispatch, Sm90WithItsImageGoesNative) {

@@ -1,0 +1,56 @@
+// Device helpers shared by the native kernel's variants (kernels/native_sm90.cu,
+// kernels/native_split_sm90.cu).
+#pragma once
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace attnres::native_device {
+
+__device__ __forceinline__ void unpack(const uint4 raw, float* out) {
+  const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = bits_float(words[i] << 16);
+    out[2 * i + 1] = bits_float(words[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ uint4 pack(const float* in) {
+  std::uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = std::uint32_t(float_to_bf16(in[2 * i])) | (std::uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
+template <int Width>
+__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
+  const bool upper = (lane & Width) != 0;
+#pragma unroll
+  for (int i = 0; i < Width; ++i) {
+    const float send = upper ? v[i] : v[i + Width];
+    const float keep = upper ? v[i + Width] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, Width);
+  }
+}
+
+// Sum over the warp of 32 values per lane, transposed: lane l returns the warp's total of
+// v[l]. 31 shuffles for all 32 values, against 5 per value done one at a time.
+__device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
+  const int lane = threadIdx.x % 32;
+  transpose_step<16>(v, lane);
+  transpose_step<8>(v, lane);
+  transpose_step<4>(v, lane);
+  transpose_step<2>(v, lane);
+  transpose_step<1>(v, lane);
+  return v[0];
+}
+
+// Programmatic dependent launch. wait: nothing the previous kernel in the stream wrote is read
+// before it (a no-op when the launch did not ask for PDL). launch_dependents: the next kernel
+// may start its prologue; its own wait still holds until this grid has finished.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
+
+}  // namespace attnres::native_device

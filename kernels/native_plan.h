@@ -1,0 +1,53 @@
+// How the native kernel lays a problem out on the GPU, and which layout it picks for each
+// (tokens, num_blocks): a pure function, unit-tested like the dispatcher. docs/native-kernel.md
+// has the measurements the table comes from.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnres::native {
+
+enum class Variant {
+  // Persistent grid, one CTA per SM walking rows, a producer warp streaming every source row
+  // through a shared-memory ring: the large-T kernel.
+  ring,
+  // One row per thread-block cluster of `cluster` CTAs, each taking a slice of H; every load of
+  // the row issued up front into registers; partial logits and the output norm's sum of
+  // squares exchanged through distributed shared memory: the small-T kernel.
+  split,
+};
+
+struct Plan {
+  Variant variant = Variant::ring;
+  int cluster = 1;             // split: CTAs per row
+  int vectors_per_thread = 1;  // split: 16-byte vectors of each source a thread loads
+  bool operator==(const Plan& other) const {
+    return variant == other.variant && cluster == other.cluster && vectors_per_thread == other.vectors_per_thread;
+  }
+};
+
+// "ring", "split/8x1" (cluster of 8, one vector per thread).
+std::string to_string(const Plan& plan);
+
+constexpr int kSplitMaxThreads = 512;
+constexpr int kSplitMaxCluster = 8;  // the portable limit (16 measured no faster at T=1: docs/native-kernel.md)
+constexpr int kSplitMaxVectorsPerThread = 2;
+
+// Threads per CTA of a split plan: the slice's vectors over vectors_per_thread, rounded up to
+// whole warps (the threads past the slice take part in the reductions with zeros).
+int split_threads(const Plan& plan, int hidden);
+// Warps of every CTA of a row together: the partials each CTA sums (at most 32, one per lane).
+int split_slots(const Plan& plan, int hidden);
+
+// Why `plan` cannot run this hidden size (one the native kernel supports), if it cannot.
+std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden);
+
+// Every plan that can run this hidden size: the ring and each legal split.
+std::vector<Plan> all_plans(int hidden);
+
+// The plan the native kernel launches.
+Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden);
+
+}  // namespace attnres::native

@@ -1,0 +1,15 @@
+// The native kernel's variants, launched by launch_native (kernels/native_sm90.cu) once the
+// guard and the shape checks have passed and the plan is chosen.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "kernels/native_plan.h"
+#include "kernels/problem.h"
+
+namespace attnres {
+
+void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream);
+void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
+                         cudaStream_t stream);
+
+}  // namespace attnres
