@@ -47,6 +47,27 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
   return v[0];
 }
 
+// Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
+// norm_weight * qk_weight in l = s, its sum of squares in l = 16 + s): logit_s = dot_s *
+// rsqrt(mean(v_s^2) + eps), normalised online (running max and running sum of exp(logit - max)
+// in one sweep over the sources).
+template <int kSources>
+__device__ __forceinline__ void softmax_weights(float total, float inv_hidden, float eps, float (&weight)[kSources]) {
+  float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
+#pragma unroll
+  for (int src = 0; src < kSources; ++src) {
+    const float dot = __shfl_sync(0xffffffffu, total, src);
+    const float squares = __shfl_sync(0xffffffffu, total, 16 + src);
+    logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
+    const float new_max = fmaxf(max_logit, logit[src]);
+    weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
+    max_logit = new_max;
+  }
+  const float inv_sum = 1.0f / weight_sum;
+#pragma unroll
+  for (int src = 0; src < kSources; ++src) weight[src] = __expf(logit[src] - max_logit) * inv_sum;
+}
+
 // Programmatic dependent launch. wait: nothing the previous kernel in the stream wrote is read
 // before it (a no-op when the launch did not ask for PDL). launch_dependents: the next kernel
 // may start its prologue; its own wait still holds until this grid has finished.

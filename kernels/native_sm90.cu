@@ -321,31 +321,20 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     buffer ^= 1;
     if (pending_row >= 0) write_output(pending_row, __shfl_sync(0xffffffffu, total, kNormSlot));
-    // Online softmax normaliser: running max and running sum of exp(logit - max) in one sweep.
-    float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
-#pragma unroll
-    for (int src = 0; src < kSources; ++src) {
-      const float dot = __shfl_sync(0xffffffffu, total, src);
-      const float squares = __shfl_sync(0xffffffffu, total, 16 + src);
-      logit[src] = dot * rsqrtf(squares * inv_hidden + s.eps);
-      const float new_max = fmaxf(max_logit, logit[src]);
-      weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
-      max_logit = new_max;
-    }
-    const float inv_sum = 1.0f / weight_sum;
+    float weight[kSources];
+    native_device::softmax_weights(total, inv_hidden, s.eps, weight);
     // Pass 2: the mix, each stage released once read.
     float acc[kElemsPerThread];
 #pragma unroll
     for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
 #pragma unroll
     for (int src = 0; src < kSources; ++src) {
-      const float w = __expf(logit[src] - max_logit) * inv_sum;
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
         float x[kVec];
         unpack(source_stage[src] < 0 ? p_packed[v] : slice(source_stage[src], v), x);
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(w, x[i], acc[v * kVec + i]);
+        for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
       }
       if (source_stage[src] >= 0) release(source_stage[src]);
     }

@@ -137,31 +137,20 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
   float total = 0.f;
   for (int slot = 0; slot < slots; ++slot) total += logit_partials[slot * 32 + lane];
 
-  // Online softmax normaliser: running max and running sum of exp(logit - max) in one sweep.
   const float inv_hidden = 1.0f / float(s.hidden);
-  float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
-#pragma unroll
-  for (int src = 0; src < kSources; ++src) {
-    const float dot = __shfl_sync(0xffffffffu, total, src);
-    const float squares = __shfl_sync(0xffffffffu, total, 16 + src);
-    logit[src] = dot * rsqrtf(squares * inv_hidden + s.eps);
-    const float new_max = fmaxf(max_logit, logit[src]);
-    weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
-    max_logit = new_max;
-  }
-  const float inv_sum = 1.0f / weight_sum;
+  float weight[kSources];
+  native_device::softmax_weights(total, inv_hidden, s.eps, weight);
   float acc[kVecs * kVec];
 #pragma unroll
   for (int i = 0; i < kVecs * kVec; ++i) acc[i] = 0.f;
 #pragma unroll
   for (int src = 0; src < kSources; ++src) {
-    const float w = __expf(logit[src] - max_logit) * inv_sum;
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       float x[kVec];
       unpack(source(src, v), x);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(w, x[i], acc[v * kVec + i]);
+      for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
     }
   }
 
