@@ -315,9 +315,9 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       request.strides = a0.strides;
       const DispatchDecision decision = dispatch(device, backend->native_images(), request);
       // The registry's entries, launched as the runner launches them (native with its guard).
-      const auto entry_launcher = [&](const char* name) {
+      const auto entry_launcher = [&](const char* name, LaunchOptions options = {}) {
         KernelEntry* entry = backend->kernels().find(name);
-        return [entry](const AttnResArgs& a, cudaStream_t s) { entry->launch(a, LaunchOptions{}, s); };
+        return [entry, options](const AttnResArgs& a, cudaStream_t s) { entry->launch(a, options, s); };
       };
       const auto native = entry_launcher("native");
       const auto portable = entry_launcher("portable");
@@ -341,11 +341,9 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
         point["native"] = {{"plan", native::to_string(chosen)}, {"median_us", native_ms * 1e3}, {"bytes_per_s", bw},
                            {"fraction_of_copy", bw / copy}, {"check", native_check}};
         if (args.pdl) {
-          const auto native_pdl = [&](const AttnResArgs& a, cudaStream_t s) {
-            LaunchOptions options;
-            options.programmatic_dependent_launch = true;
-            backend->kernels().find("native")->launch(a, options, s);
-          };
+          LaunchOptions pdl;
+          pdl.programmatic_dependent_launch = true;
+          const auto native_pdl = entry_launcher("native", pdl);
           const std::string pdl_check = check_kernel(sets, reference, pristine, native_pdl);
           const double pdl_ms = time_kernel(sets, args.repeats, stream.get(), native_pdl);
           pdl_cell = fmt::format(" {:.1f} |", pdl_ms * 1e3);

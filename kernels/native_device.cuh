@@ -23,6 +23,9 @@ __device__ __forceinline__ uint4 pack(const float* in) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Eight bf16 ones: the output norm weight where there is none.
+__device__ __forceinline__ uint4 bf16_ones() { return make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u); }
+
 // One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
 template <int Width>
 __device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {

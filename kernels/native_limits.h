@@ -9,6 +9,7 @@ namespace attnres::native {
 constexpr int kHiddenMultiple = 512;
 constexpr int kMaxHidden = 7680;
 constexpr int kMaxBlocks = 8;
+constexpr int kMaxSources = kMaxBlocks + 1;  // the blocks and p
 constexpr int kVectorsPerThread = 2;
 constexpr int kElementsPerVector = 8;
 

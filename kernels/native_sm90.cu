@@ -118,7 +118,7 @@ __device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, st
   return a.blocks + t * a.strides.blocks_token + std::int64_t(block) * a.strides.blocks_row;
 }
 
-constexpr int kMaxSources = native::kMaxBlocks + 1;
+using native::kMaxSources;
 constexpr int kMaxConsumerWarps = 16;
 // Slot of the 32-value reduction (0..8 dots, 16..24 sums of squares) that carries the
 // previous row's output-norm sum of squares.
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 #pragma unroll
     for (int i = 0; i < kVec; ++i) gate[v * kVec + i] = nw[i] * qk[i];
     out_weight[v] = s.has_output_norm ? *reinterpret_cast<const uint4*>(a.output_norm_weight + element[v])
-                                      : make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);  // 1.0
+                                      : native_device::bf16_ones();
   }
   const float inv_hidden = 1.0f / float(hidden);
   int stage = 0;
@@ -435,9 +435,7 @@ void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_lau
   launch.blockDim = dim3(unsigned(args.shape.hidden / kElemsPerThread + 32));
   launch.dynamicSmemBytes = std::size_t(stash_bytes) + std::size_t(stages) * row_bytes;
   launch.stream = stream;
-  cudaLaunchAttribute pdl{};
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute pdl = programmatic_serialization();
   launch.attrs = &pdl;
   launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kNativeKernels[args.shape.num_blocks], args, stages));

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     delta_raw[v] = nw_raw[v] = qk_raw[v] = zero;
-    ow_raw[v] = make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);  // 1.0
+    ow_raw[v] = native_device::bf16_ones();
 #pragma unroll
     for (int src = 0; src < kSources; ++src) raw[src][v] = zero;
   }
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 }
 
 using SplitKernel = void (*)(AttnResArgs);
-constexpr int kMaxSources = native::kMaxBlocks + 1;
+using native::kMaxSources;
 
 template <int kVecs>
 constexpr SplitKernel kSplitKernels[kMaxSources] = {
@@ -201,15 +201,14 @@ void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(args.shape.tokens * plan.cluster));
   config.blockDim = dim3(unsigned(native::split_threads(plan, hidden)));
-  config.dynamicSmemBytes = std::size_t(slots) * 33 * sizeof(float);
+  config.dynamicSmemBytes = std::size_t(slots) * (32 + 1) * sizeof(float);  // logit partials, then one norm partial, per slot
   config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeClusterDimension;
   attributes[0].val.clusterDim.x = unsigned(plan.cluster);
   attributes[0].val.clusterDim.y = 1;
   attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  attributes[1] = programmatic_serialization();
   config.attrs = attributes;
   config.numAttrs = programmatic_dependent_launch ? 2 : 1;
   const SplitKernel kernel = plan.vectors_per_thread == 1 ? kSplitKernels<1>[args.shape.num_blocks]

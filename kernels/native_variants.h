@@ -8,6 +8,14 @@
 
 namespace attnres {
 
+// The launch attribute of programmatic dependent launch.
+inline cudaLaunchAttribute programmatic_serialization() {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  return attribute;
+}
+
 void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream);
 void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
                          cudaStream_t stream);
