@@ -38,7 +38,7 @@ constexpr int kSplitMaxVectorsPerThread = 2;
 // Threads per CTA of a split plan: the slice's vectors over vectors_per_thread, rounded up to
 // whole warps (the threads past the slice take part in the reductions with zeros).
 int split_threads(const Plan& plan, int hidden);
-// Warps of every CTA of a row together: the partials each CTA sums (at most 32, one per lane).
+// Warps of every CTA of a row together: the partials each CTA sums (at most 32).
 int split_slots(const Plan& plan, int hidden);
 
 // Why `plan` cannot run this hidden size (one the native kernel supports), if it cannot.

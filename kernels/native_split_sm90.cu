@@ -4,7 +4,10 @@
 // row costs one memory round trip, not one per source. Each warp's partial dot products and sums
 // of squares go, transposed, into every cluster CTA's shared memory; one cluster barrier and
 // each CTA holds every warp's partials and sums them in the same order, so all CTAs of a row
-// compute bit-identical logits. The output RMSNorm's sum of squares takes a second exchange.
+// compute bit-identical logits. The output RMSNorm's sum of squares |sum_s w_s v_s|^2 is
+// sum_s,t w_s w_t <v_s, v_t>: up to kMaxPairwiseSources sources the pairwise products ride in the
+// same exchange (one cluster barrier per row); with more, they would cost the registers that keep
+// every load in flight, so the sum of squares takes a second exchange.
 // Rows of prefix, delta and output are taken as exactly H apart, as in the ring variant.
 #include <cstdint>
 #include <limits>
@@ -26,6 +29,22 @@ using native_device::unpack;
 using native_device::warp_transpose_sum;
 
 constexpr int kVec = native::kElementsPerVector;
+
+// Up to this many sources the pairwise products <v_s, v_t>, s < t, travel in the logit exchange,
+// in the slots from kMaxPairwiseSources on (10 pairs, slots 5..14, below the sums of squares).
+// More sources spill registers (9 sources: 40-60 % slower launches on the H200).
+constexpr int kMaxPairwiseSources = 5;
+
+__host__ __device__ constexpr int pair_slot(int s, int t) {
+  return kMaxPairwiseSources + s * (2 * kMaxPairwiseSources - s - 1) / 2 + (t - s - 1);
+}
+static_assert(pair_slot(kMaxPairwiseSources - 2, kMaxPairwiseSources - 1) < 16, "pairs stay below the sums of squares");
+
+// Element i of eight packed bf16 values.
+__device__ __forceinline__ float element_of(const uint4& raw, int i) {
+  const std::uint32_t word = i < 2 ? raw.x : i < 4 ? raw.y : i < 6 ? raw.z : raw.w;
+  return bits_float(i % 2 == 0 ? word << 16 : word & 0xffff0000u);
+}
 
 // Streaming loads: each source element is read once.
 __device__ __forceinline__ uint4 load_once(const bf16_bits* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
@@ -104,7 +123,8 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
   }
   auto source = [&](int src, int v) { return src == 0 || src - 1 == write_idx ? raw[0][v] : raw[src][v]; };
 
-  // Step 4: this thread's partial dot products (slots 0..8) and sums of squares (16..24).
+  // Step 4: this thread's partial dot products (slots 0..8), sums of squares (16..24) and, with
+  // an output norm and few sources, pairwise products (pair_slot).
   float gate[kVecs * kVec];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
@@ -114,20 +134,28 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 #pragma unroll
     for (int i = 0; i < kVec; ++i) gate[v * kVec + i] = nw[i] * qk[i];
   }
+  constexpr bool kPairwiseNorm = kSources <= kMaxPairwiseSources;
+  const bool pairwise_norm = kPairwiseNorm && s.has_output_norm;
   float sums[32];
 #pragma unroll
   for (int k = 0; k < 32; ++k) sums[k] = 0.f;
 #pragma unroll
-  for (int src = 0; src < kSources; ++src)
+  for (int v = 0; v < kVecs; ++v)
 #pragma unroll
-    for (int v = 0; v < kVecs; ++v) {
-      float x[kVec];
-      unpack(source(src, v), x);
+    for (int i = 0; i < kVec; ++i) {
+      float x[kSources];
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        sums[src] = fmaf(x[i], gate[v * kVec + i], sums[src]);
-        sums[16 + src] = fmaf(x[i], x[i], sums[16 + src]);
+      for (int src = 0; src < kSources; ++src) {
+        x[src] = element_of(source(src, v), i);
+        sums[src] = fmaf(x[src], gate[v * kVec + i], sums[src]);
+        sums[16 + src] = fmaf(x[src], x[src], sums[16 + src]);
       }
+      if (pairwise_norm)
+#pragma unroll
+        for (int src = 0; src < kSources; ++src)
+#pragma unroll
+          for (int other = src + 1; other < kSources; ++other)
+            sums[pair_slot(src, other)] = fmaf(x[src], x[other], sums[pair_slot(src, other)]);
     }
   const float warp_total = warp_transpose_sum(sums);  // lane l: this warp's total of value l
   const int my_slot = rank * warps + warp;
@@ -154,9 +182,24 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
     }
   }
 
-  // Step 5: the output RMSNorm over the whole row, a second exchange across the cluster.
+  // Step 5: the output RMSNorm over the whole row.
   float scale = 1.f;
-  if (s.has_output_norm) {
+  if (pairwise_norm) {
+    // sum_s w_s^2 <v_s, v_s> + 2 sum_s<t w_s w_t <v_s, v_t>: each lane adds the terms of the value
+    // it holds; the xor butterfly leaves the same sum in every lane of every CTA of the row.
+    float squares = 0.f;
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) {
+      if (lane == 16 + src) squares = weight[src] * weight[src] * total;
+#pragma unroll
+      for (int other = src + 1; other < kSources; ++other)
+        if (lane == pair_slot(src, other)) squares = 2.f * weight[src] * weight[other] * total;
+    }
+#pragma unroll
+    for (int width = 16; width > 0; width /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, width);
+    // Rounding can take an exactly cancelling mix a hair below zero.
+    scale = rsqrtf(fmaxf(squares, 0.f) * inv_hidden + s.output_norm_eps);
+  } else if (s.has_output_norm) {  // a second exchange across the cluster
     float squares = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs * kVec; ++i) squares = fmaf(acc[i], acc[i], squares);
