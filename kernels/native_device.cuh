@@ -51,16 +51,17 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
 }
 
 // Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
-// norm_weight * qk_weight in l = s, its sum of squares in l = 16 + s): logit_s = dot_s *
-// rsqrt(mean(v_s^2) + eps), normalised online (running max and running sum of exp(logit - max)
+// norm_weight * qk_weight in l = base + s, its sum of squares in l = 16 + base + s): logit_s =
+// dot_s * rsqrt(mean(v_s^2) + eps), normalised online (running max and sum of exp(logit - max)
 // in one sweep over the sources).
 template <int kSources>
-__device__ __forceinline__ void softmax_weights(float total, float inv_hidden, float eps, float (&weight)[kSources]) {
+__device__ __forceinline__ void softmax_weights(float total, int base, float inv_hidden, float eps,
+                                                float (&weight)[kSources]) {
   float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
 #pragma unroll
   for (int src = 0; src < kSources; ++src) {
-    const float dot = __shfl_sync(0xffffffffu, total, src);
-    const float squares = __shfl_sync(0xffffffffu, total, 16 + src);
+    const float dot = __shfl_sync(0xffffffffu, total, base + src);
+    const float squares = __shfl_sync(0xffffffffu, total, 16 + base + src);
     logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
     const float new_max = fmaxf(max_logit, logit[src]);
     weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);

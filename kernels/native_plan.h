@@ -50,4 +50,16 @@ std::vector<Plan> all_plans(int hidden);
 // The plan the native kernel launches.
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden);
 
+// How the ring variant lays out its shared memory on a device with `sms` SMs and
+// `shared_optin_bytes` per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): rows per iteration (two
+// rows share one CTA-wide reduction where both rows' stages and stashed mixes fit, the source
+// count fits the reduction's slots and a CTA gets more than one row) and ring stages.
+struct RingLayout {
+  int rows_per_iteration = 1;
+  int stages = 0;
+};
+// nullopt where one row's loads do not fit the ring. Defined with the ring (kernels/native_sm90.cu).
+std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int sms,
+                                      int shared_optin_bytes);
+
 }  // namespace attnres::native

@@ -1,5 +1,5 @@
 // Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a): launch_native and the
-// ring variant, the large-T one (version 11; the small-T split variant is in
+// ring variant, the large-T one (version 12; the small-T split variant is in
 // native_split_sm90.cu, and native::choose_plan picks between them).
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
@@ -18,7 +18,10 @@
 //    source's arithmetic;
 //  - the output RMSNorm's sum of squares rides on the next row's reduction (v11): the mix
 //    waits in shared memory for one row, so each row costs one barrier, not two;
-//  - prefix write-back and the block write are fused.
+//  - prefix write-back and the block write are fused;
+//  - with few sources and more rows than SMs, two rows share each reduction (v12,
+//    native::ring_layout): half the barriers and softmax set-up per row, twice the independent
+//    work between them.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -120,9 +123,9 @@ __device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, st
 
 using native::kMaxSources;
 constexpr int kMaxConsumerWarps = 16;
-// Slot of the 32-value reduction (0..8 dots, 16..24 sums of squares) that carries the
-// previous row's output-norm sum of squares.
-constexpr int kNormSlot = 15;
+// Two rows share a reduction up to this many sources: row r's values sit in slots 8r.., 16+8r..
+// and its stashed norm in 15+16r, so a row may have 7 sources.
+constexpr int kMaxPairedSources = 7;
 
 // The per-thread stash of one row's mix: H floats, a multiple of 128 bytes.
 __host__ __device__ constexpr std::size_t native_stash_bytes(int hidden) {
@@ -143,11 +146,14 @@ __device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], i
   return total;  // lane l: the total of value l
 }
 
-template <int kSources>
+// kRows rows per iteration (1 or 2) share one CTA-wide reduction; their stages are resident
+// together.
+template <int kSources, int kRows>
 __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
+  static_assert(kRows == 1 || (kRows == 2 && kSources <= kMaxPairedSources), "two rows fit one reduction");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Dynamic shared memory: each consumer thread's unnormalised mix of the previous row (float,
-  // laid out so a warp's 16-byte accesses are contiguous), then the ring of stages x H bf16.
+  // Dynamic shared memory: each consumer thread's unnormalised mix of the previous iteration's
+  // rows (float, laid out so a warp's 16-byte accesses are contiguous), then the ring of stages x H bf16.
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
   __shared__ float scratch[2][kMaxConsumerWarps][32];
@@ -157,8 +163,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
   const int consumer_threads = hidden / kElemsPerThread;
   const int consumer_warps = consumer_threads / 32;
   const std::uint32_t row_bytes = std::uint32_t(hidden) * sizeof(bf16_bits);
-  float4* const mix_stash = reinterpret_cast<float4*>(smem);  // [kElemsPerThread / 4][C]
-  unsigned char* const ring = smem + native_stash_bytes(hidden);
+  float4* const mix_stash = reinterpret_cast<float4*>(smem);  // [kRows][kElemsPerThread / 4][C]
+  unsigned char* const ring = smem + kRows * native_stash_bytes(hidden);
   const bool write_block = s.block_write_idx >= 0;
   const bool written_block_is_source = write_block && s.block_write_idx < s.num_blocks;
   RowPlan plan;
@@ -241,12 +247,12 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       *reinterpret_cast<uint4*>(a.output + row * hidden + element[v]) = pack(out);
     }
   };
-  // The stashed row, given the CTA-wide sum of its squares.
-  auto write_output = [&](std::int64_t row, float squares) {
+  // The r-th stashed row, given the CTA-wide sum of its squares.
+  auto write_output = [&](int r, std::int64_t row, float squares) {
     float mixed[kElemsPerThread];
 #pragma unroll
     for (int q = 0; q < kElemsPerThread / 4; ++q) {
-      const float4 m = mix_stash[q * consumer_threads + c];
+      const float4 m = mix_stash[(r * kElemsPerThread / 4 + q) * consumer_threads + c];
       mixed[4 * q] = m.x;
       mixed[4 * q + 1] = m.y;
       mixed[4 * q + 2] = m.z;
@@ -254,12 +260,36 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     }
     store_output(row, mixed, rsqrtf(squares * inv_hidden + s.output_norm_eps));
   };
-  std::int64_t pending_row = -1;  // the row whose mix is stashed, waiting for its norm
-  float pending_squares = 0.f;    // this thread's part of that row's sum of squares
-  for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
-    // Step 1-2: p from the prefix and delta stages, written back at once.
-    uint4 p_packed[kVecsPerThread];
-    {
+  // Row r of an iteration: dot products in slots 8r + s, sums of squares in 16 + 8r + s, the
+  // output norm of the row it stashed last iteration in 15 + 16r.
+  auto norm_slot = [](int r) { return 15 + 16 * r; };
+  std::int64_t pending_row[kRows];  // the rows whose mixes are stashed, waiting for their norms
+  float pending_squares[kRows];     // this thread's part of those rows' sums of squares
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    pending_row[r] = -1;
+    pending_squares[r] = 0.f;
+  }
+  for (std::int64_t first = blockIdx.x; first < s.tokens; first += std::int64_t(kRows) * gridDim.x) {
+    // The rows of this iteration, in the producer's order; past the last token a row is absent.
+    std::int64_t row[kRows];
+    bool present[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      row[r] = first + std::int64_t(r) * gridDim.x;
+      present[r] = row[r] < s.tokens;
+    }
+    uint4 p_packed[kRows][kVecsPerThread];
+    // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
+    int source_stage[kRows][kSources];
+    float sums[32];
+#pragma unroll
+    for (int k = 0; k < 32; ++k) sums[k] = 0.f;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (!present[r]) continue;
+      const std::int64_t t = row[r];
+      // Step 1-2: p from the prefix and delta stages, written back at once.
       mbar_wait(&full[stage], phase);
       const int prefix_stage = stage;
       advance(stage, phase);
@@ -279,86 +309,93 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 #pragma unroll
           for (int i = 0; i < kVec; ++i) x[i] += d[i];
         }
-        p_packed[v] = pack(x);
+        p_packed[r][v] = pack(x);
       }
       release(prefix_stage);
       if (delta_stage >= 0) release(delta_stage);
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
-        *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[v];
+        *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[r][v];
         if (write_block)
           *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
-                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[v];
+                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[r][v];
       }
-    }
-    // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
-    // Pass 1 over the row's stages: partial dot products and sums of squares.
-    int source_stage[kSources];
-    float sums[32];
+      // Pass 1 over the row's stages: partial dot products and sums of squares.
 #pragma unroll
-    for (int k = 0; k < 32; ++k) sums[k] = 0.f;
+      for (int src = 0; src < kSources; ++src) {
+        source_stage[r][src] = -1;
+        if (src > 0 && src - 1 != s.block_write_idx) {
+          mbar_wait(&full[stage], phase);
+          source_stage[r][src] = stage;
+          advance(stage, phase);
+        }
 #pragma unroll
-    for (int src = 0; src < kSources; ++src) {
-      source_stage[src] = -1;
-      if (src > 0 && src - 1 != s.block_write_idx) {
-        mbar_wait(&full[stage], phase);
-        source_stage[src] = stage;
-        advance(stage, phase);
-      }
+        for (int v = 0; v < kVecsPerThread; ++v) {
+          float x[kVec];
+          unpack(source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
 #pragma unroll
-      for (int v = 0; v < kVecsPerThread; ++v) {
-        float x[kVec];
-        unpack(source_stage[src] < 0 ? p_packed[v] : slice(source_stage[src], v), x);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          sums[src] = fmaf(x[i], gate[v * kVec + i], sums[src]);
-          sums[16 + src] = fmaf(x[i], x[i], sums[16 + src]);
+          for (int i = 0; i < kVec; ++i) {
+            sums[8 * r + src] = fmaf(x[i], gate[v * kVec + i], sums[8 * r + src]);
+            sums[16 + 8 * r + src] = fmaf(x[i], x[i], sums[16 + 8 * r + src]);
+          }
         }
       }
     }
-    // Step 4: one reduction for every source's logit and the previous row's output norm.
-    sums[kNormSlot] = pending_squares;
+    // Step 4: one reduction for every source's logit of every row and the stashed rows' norms.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sums[norm_slot(r)] = pending_squares[r];
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     buffer ^= 1;
-    if (pending_row >= 0) write_output(pending_row, __shfl_sync(0xffffffffu, total, kNormSlot));
-    float weight[kSources];
-    native_device::softmax_weights(total, inv_hidden, s.eps, weight);
-    // Pass 2: the mix, each stage released once read.
-    float acc[kElemsPerThread];
 #pragma unroll
-    for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
+    for (int r = 0; r < kRows; ++r)
+      if (pending_row[r] >= 0) write_output(r, pending_row[r], __shfl_sync(0xffffffffu, total, norm_slot(r)));
 #pragma unroll
-    for (int src = 0; src < kSources; ++src) {
+    for (int r = 0; r < kRows; ++r) {
+      pending_row[r] = -1;
+      pending_squares[r] = 0.f;
+      if (!present[r]) continue;
+      float weight[kSources];
+      native_device::softmax_weights(total, 8 * r, inv_hidden, s.eps, weight);
+      // Pass 2: the mix, each stage released once read.
+      float acc[kElemsPerThread];
 #pragma unroll
-      for (int v = 0; v < kVecsPerThread; ++v) {
-        float x[kVec];
-        unpack(source_stage[src] < 0 ? p_packed[v] : slice(source_stage[src], v), x);
+      for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
+      for (int src = 0; src < kSources; ++src) {
+#pragma unroll
+        for (int v = 0; v < kVecsPerThread; ++v) {
+          float x[kVec];
+          unpack(source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
+        }
+        if (source_stage[r][src] >= 0) release(source_stage[r][src]);
       }
-      if (source_stage[src] >= 0) release(source_stage[src]);
-    }
-    // Step 5: the output RMSNorm. Its sum of squares rides on the next row's reduction, so
-    // the row's mix waits in shared memory; the CTA's last row takes a reduction of its own.
-    if (!s.has_output_norm) {
-      store_output(t, acc, 1.f);
-      continue;
-    }
-    pending_squares = 0.f;
+      // Step 5: the output RMSNorm. Its sum of squares rides on the next iteration's reduction,
+      // so the row's mix waits in shared memory; the CTA's last rows take a reduction of their own.
+      if (!s.has_output_norm) {
+        store_output(row[r], acc, 1.f);
+        continue;
+      }
 #pragma unroll
-    for (int i = 0; i < kElemsPerThread; ++i) pending_squares = fmaf(acc[i], acc[i], pending_squares);
+      for (int i = 0; i < kElemsPerThread; ++i) pending_squares[r] = fmaf(acc[i], acc[i], pending_squares[r]);
 #pragma unroll
-    for (int q = 0; q < kElemsPerThread / 4; ++q)
-      mix_stash[q * consumer_threads + c] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
-    pending_row = t;
+      for (int q = 0; q < kElemsPerThread / 4; ++q)
+        mix_stash[(r * kElemsPerThread / 4 + q) * consumer_threads + c] =
+            make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+      pending_row[r] = row[r];
+    }
   }
-  if (pending_row >= 0) {  // once per CTA: the same reduction, carrying the norm slot alone
+  if (pending_row[0] >= 0) {  // once per CTA: the same reduction, carrying the norm slots alone
     float sums[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
-    sums[kNormSlot] = pending_squares;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sums[norm_slot(r)] = pending_squares[r];
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
-    write_output(pending_row, __shfl_sync(0xffffffffu, total, kNormSlot));
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (pending_row[r] >= 0) write_output(r, pending_row[r], __shfl_sync(0xffffffffu, total, norm_slot(r)));
   }
 #endif
 }
@@ -368,7 +405,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 NativeImageQuery query_native_image() {
   NativeImageQuery query;
   cudaFuncAttributes attributes{};
-  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel<kMaxSources>);
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel<kMaxSources, 1>);
   if (status != cudaSuccess) {
     cudaGetLastError();
     query.detail = fmt::format("cudaFuncGetAttributes: {}", cudaGetErrorName(status));
@@ -386,10 +423,15 @@ namespace {
 constexpr int kStaticSharedBytes = 8192;
 
 using NativeKernel = void (*)(AttnResArgs, int);
-// kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources.
+// kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources, one row per iteration.
 constexpr NativeKernel kNativeKernels[kMaxSources] = {
-    attnres_native_kernel<1>, attnres_native_kernel<2>, attnres_native_kernel<3>, attnres_native_kernel<4>, attnres_native_kernel<5>,
-    attnres_native_kernel<6>, attnres_native_kernel<7>, attnres_native_kernel<8>, attnres_native_kernel<9>};
+    attnres_native_kernel<1, 1>, attnres_native_kernel<2, 1>, attnres_native_kernel<3, 1>,
+    attnres_native_kernel<4, 1>, attnres_native_kernel<5, 1>, attnres_native_kernel<6, 1>,
+    attnres_native_kernel<7, 1>, attnres_native_kernel<8, 1>, attnres_native_kernel<9, 1>};
+// Two rows per iteration, as far as native::ring_layout ever picks it (sources <= kMaxPairedSources).
+constexpr NativeKernel kPairedNativeKernels[kMaxPairedSources] = {
+    attnres_native_kernel<1, 2>, attnres_native_kernel<2, 2>, attnres_native_kernel<3, 2>, attnres_native_kernel<4, 2>,
+    attnres_native_kernel<5, 2>, attnres_native_kernel<6, 2>, attnres_native_kernel<7, 2>};
 
 // Per device: SM count, ring depth, and whether the kernels' shared-memory limit was raised
 // (kept so that a launch makes no attribute calls and can be captured into a CUDA graph).
@@ -412,6 +454,9 @@ LaunchConfig& launch_config(int device) {
     for (const NativeKernel kernel : kNativeKernels)
       ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               config.smem_optin - kStaticSharedBytes));
+    for (const NativeKernel kernel : kPairedNativeKernels)
+      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              config.smem_optin - kStaticSharedBytes));
     config.raised = true;
   }
   return config;
@@ -419,26 +464,45 @@ LaunchConfig& launch_config(int device) {
 
 }  // namespace
 
+namespace native {
+
+std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int sms,
+                                      int shared_optin_bytes) {
+  const int shared_bytes = shared_optin_bytes - kStaticSharedBytes;
+  const int row_bytes = hidden * int(sizeof(bf16_bits));
+  const int stash_bytes = int(native_stash_bytes(hidden));
+  // A row's stages stay resident through both passes: all of an iteration's rows' loads must fit.
+  const int loads = 1 + int(has_delta) + num_blocks;
+  const auto stages = [&](int rows) { return std::min(kMaxStages, (shared_bytes - rows * stash_bytes) / row_bytes); };
+  if (tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads) return RingLayout{2, stages(2)};
+  if (stages(1) >= loads) return RingLayout{1, stages(1)};
+  return std::nullopt;
+}
+
+}  // namespace native
+
 void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream) {
   int device = 0;
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
   const LaunchConfig& config = launch_config(device);
-  const int row_bytes = args.shape.hidden * int(sizeof(bf16_bits));
-  const int stash_bytes = int(native_stash_bytes(args.shape.hidden));
-  const int stages = std::min(kMaxStages, (config.smem_optin - kStaticSharedBytes - stash_bytes) / row_bytes);
-  // A row's stages stay resident through both passes: all of them must fit the ring.
-  const int loads = 1 + int(args.shape.has_delta) + args.shape.num_blocks;
-  if (stages < loads)
-    throw CudaError(fmt::format("native kernel: H={} leaves {} ring stages for {} row loads", args.shape.hidden, stages, loads), false);
+  const AttnResShape& shape = args.shape;
+  const std::optional<native::RingLayout> layout = native::ring_layout(
+      shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, config.sms, config.smem_optin);
+  if (!layout)
+    throw CudaError(fmt::format("native kernel: H={} leaves too few ring stages for {} row loads", shape.hidden,
+                                1 + int(shape.has_delta) + shape.num_blocks),
+                    false);
   cudaLaunchConfig_t launch{};
-  launch.gridDim = dim3(unsigned(std::min<std::int64_t>(args.shape.tokens, config.sms)));
-  launch.blockDim = dim3(unsigned(args.shape.hidden / kElemsPerThread + 32));
-  launch.dynamicSmemBytes = std::size_t(stash_bytes) + std::size_t(stages) * row_bytes;
+  launch.gridDim = dim3(unsigned(std::min<std::int64_t>(shape.tokens, config.sms)));
+  launch.blockDim = dim3(unsigned(shape.hidden / kElemsPerThread + 32));
+  launch.dynamicSmemBytes =
+      std::size_t(layout->rows_per_iteration) * native_stash_bytes(shape.hidden) + std::size_t(layout->stages) * shape.hidden * sizeof(bf16_bits);
   launch.stream = stream;
   cudaLaunchAttribute pdl = programmatic_serialization();
   launch.attrs = &pdl;
   launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
-  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kNativeKernels[args.shape.num_blocks], args, stages));
+  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
+  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages));
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 
   const float inv_hidden = 1.0f / float(s.hidden);
   float weight[kSources];
-  native_device::softmax_weights(total, inv_hidden, s.eps, weight);
+  native_device::softmax_weights(total, 0, inv_hidden, s.eps, weight);
   float acc[kVecs * kVec];
 #pragma unroll
   for (int i = 0; i < kVecs * kVec; ++i) acc[i] = 0.f;

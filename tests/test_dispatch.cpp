@@ -141,6 +141,27 @@ TEST(NativePlan, IllegalPlansAreNamed) {
   EXPECT_EQ(native::all_plans(512).size(), 9u);  // split/1x1 fits there too
 }
 
+// The ring's shared-memory layout on an H200 (132 SMs, 227 KiB opt-in, of which 8 KiB are kept for
+// the kernel's static part): at H=7168 a stage is 14 KiB and a stashed mix 28 KiB.
+TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
+  const int shared = 232448;
+  const auto layout = [&](std::int64_t tokens, int blocks, bool delta, int hidden) {
+    const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, shared);
+    return l ? std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) : std::string("none");
+  };
+  EXPECT_EQ(layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: fits 11 stages
+  EXPECT_EQ(layout(4096, 3, true, 7168), "2x11");   // 10 of 11
+  EXPECT_EQ(layout(4096, 4, true, 7168), "1x13");   // 12 would not fit
+  EXPECT_EQ(layout(4096, 4, false, 7168), "2x11");  // without delta: 10
+  EXPECT_EQ(layout(4096, 8, true, 7168), "1x13");
+  EXPECT_EQ(layout(132, 1, true, 7168), "1x13");    // one row per CTA: nothing to pair
+  EXPECT_EQ(layout(133, 1, true, 7168), "2x11");
+  EXPECT_EQ(layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
+  EXPECT_EQ(layout(4096, 7, true, 4096), "1x16");
+  EXPECT_EQ(layout(4096, 8, true, 7168 + 512), "1x12");
+  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
+}
+
 TEST(Dispatch, Sm90WithItsImageGoesNative) {
   const DispatchDecision d = dispatch(kH200, kBoth, kimi());
   EXPECT_EQ(d.path, KernelPath::native);
