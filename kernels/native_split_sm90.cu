@@ -32,7 +32,8 @@ constexpr int kVec = native::kElementsPerVector;
 
 // Up to this many sources the pairwise products <v_s, v_t>, s < t, travel in the logit exchange,
 // in the slots from kMaxPairwiseSources on (10 pairs, slots 5..14, below the sums of squares).
-// More sources spill registers (9 sources: 40-60 % slower launches on the H200).
+// More sources spill registers and delay the loads (all 9 sources on the H200: T=1 launches 18 %
+// slower, split/Cx2 plans 4-7x).
 constexpr int kMaxPairwiseSources = 5;
 
 __host__ __device__ constexpr int pair_slot(int s, int t) {
