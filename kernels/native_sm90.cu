@@ -123,9 +123,11 @@ __device__ __forceinline__ const bf16_bits* load_source(const AttnResArgs& a, st
 
 using native::kMaxSources;
 constexpr int kMaxConsumerWarps = 16;
-// Two rows share a reduction up to this many sources: row r's values sit in slots 8r.., 16+8r..
-// and its stashed norm in 15+16r, so a row may have 7 sources.
-constexpr int kMaxPairedSources = 7;
+// Slots of the 32-value reduction: row r of an iteration puts its dot products in kRowSlots * r + s,
+// its sums of squares 16 further, and the norm of the row it stashed the iteration before in
+// 15 + 16r. One row may have up to 9 sources (0..8, 16..24); two rows up to kMaxPairedSources.
+constexpr int kRowSlots = 8;
+constexpr int kMaxPairedSources = kRowSlots - 1;
 
 // The per-thread stash of one row's mix: H floats, a multiple of 128 bytes.
 __host__ __device__ constexpr std::size_t native_stash_bytes(int hidden) {
@@ -260,8 +262,6 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     }
     store_output(row, mixed, rsqrtf(squares * inv_hidden + s.output_norm_eps));
   };
-  // Row r of an iteration: dot products in slots 8r + s, sums of squares in 16 + 8r + s, the
-  // output norm of the row it stashed last iteration in 15 + 16r.
   auto norm_slot = [](int r) { return 15 + 16 * r; };
   std::int64_t pending_row[kRows];  // the rows whose mixes are stashed, waiting for their norms
   float pending_squares[kRows];     // this thread's part of those rows' sums of squares
@@ -270,6 +270,16 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     pending_row[r] = -1;
     pending_squares[r] = 0.f;
   }
+  // The stashed rows' sums of squares ride on a reduction; from its totals their outputs follow.
+  auto carry_pending_norms = [&](float (&sums)[32]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sums[norm_slot(r)] = pending_squares[r];
+  };
+  auto write_pending_rows = [&](float total) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (pending_row[r] >= 0) write_output(r, pending_row[r], __shfl_sync(0xffffffffu, total, norm_slot(r)));
+  };
   for (std::int64_t first = blockIdx.x; first < s.tokens; first += std::int64_t(kRows) * gridDim.x) {
     // The rows of this iteration, in the producer's order; past the last token a row is absent.
     std::int64_t row[kRows];
@@ -335,27 +345,24 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
           unpack(source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) {
-            sums[8 * r + src] = fmaf(x[i], gate[v * kVec + i], sums[8 * r + src]);
-            sums[16 + 8 * r + src] = fmaf(x[i], x[i], sums[16 + 8 * r + src]);
+            sums[kRowSlots * r + src] = fmaf(x[i], gate[v * kVec + i], sums[kRowSlots * r + src]);
+            sums[16 + kRowSlots * r + src] = fmaf(x[i], x[i], sums[16 + kRowSlots * r + src]);
           }
         }
       }
     }
     // Step 4: one reduction for every source's logit of every row and the stashed rows' norms.
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) sums[norm_slot(r)] = pending_squares[r];
+    carry_pending_norms(sums);
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     buffer ^= 1;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (pending_row[r] >= 0) write_output(r, pending_row[r], __shfl_sync(0xffffffffu, total, norm_slot(r)));
+    write_pending_rows(total);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       pending_row[r] = -1;
       pending_squares[r] = 0.f;
       if (!present[r]) continue;
       float weight[kSources];
-      native_device::softmax_weights(total, 8 * r, inv_hidden, s.eps, weight);
+      native_device::softmax_weights(total, kRowSlots * r, inv_hidden, s.eps, weight);
       // Pass 2: the mix, each stage released once read.
       float acc[kElemsPerThread];
 #pragma unroll
@@ -390,12 +397,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     float sums[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) sums[norm_slot(r)] = pending_squares[r];
-    const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (pending_row[r] >= 0) write_output(r, pending_row[r], __shfl_sync(0xffffffffu, total, norm_slot(r)));
+    carry_pending_norms(sums);
+    write_pending_rows(cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads));
   }
 #endif
 }
@@ -451,12 +454,12 @@ LaunchConfig& launch_config(int device) {
     ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&config.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   }
   if (!config.raised) {
-    for (const NativeKernel kernel : kNativeKernels)
+    const auto raise = [&](NativeKernel kernel) {
       ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               config.smem_optin - kStaticSharedBytes));
-    for (const NativeKernel kernel : kPairedNativeKernels)
-      ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              config.smem_optin - kStaticSharedBytes));
+    };
+    for (const NativeKernel kernel : kNativeKernels) raise(kernel);
+    for (const NativeKernel kernel : kPairedNativeKernels) raise(kernel);
     config.raised = true;
   }
   return config;
