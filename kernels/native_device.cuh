@@ -16,11 +16,28 @@ __device__ __forceinline__ void unpack(const uint4 raw, float* out) {
   }
 }
 
+// Eight floats to bf16 by the integer rounding of float_to_bf16 (about seven integer
+// instructions per element).
 __device__ __forceinline__ uint4 pack(const float* in) {
   std::uint32_t w[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) w[i] = std::uint32_t(float_to_bf16(in[2 * i])) | (std::uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
   return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Two floats to bf16 in one conversion instruction, rounded to nearest even: the same bits as
+// float_to_bf16 for every non-NaN input (Gpu.HardwareBf16PackMatchesTheSoftwareRounding checks
+// all 2^32), a NaN for a NaN. Faster in the split variant; in the ring it measured slower at one
+// block (docs/native-kernel.md, v13), so each variant uses the one that measured faster there.
+__device__ __forceinline__ std::uint32_t convert_pair(float low, float high) {
+  std::uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(high), "f"(low));
+  return packed;
+}
+
+__device__ __forceinline__ uint4 pack_by_conversion(const float* in) {
+  return make_uint4(convert_pair(in[0], in[1]), convert_pair(in[2], in[3]), convert_pair(in[4], in[5]),
+                    convert_pair(in[6], in[7]));
 }
 
 // Eight bf16 ones: the output norm weight where there is none.

@@ -311,14 +311,13 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       }
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
-        float x[kVec];
-        unpack(slice(prefix_stage, v), x);
-        if (delta_stage >= 0) {
-          float d[kVec];
-          unpack(slice(delta_stage, v), d);
+        p_packed[r][v] = slice(prefix_stage, v);
+        if (delta_stage < 0) continue;  // p is prefix, bit for bit (a NaN's payload included)
+        float x[kVec], d[kVec];
+        unpack(p_packed[r][v], x);
+        unpack(slice(delta_stage, v), d);
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) x[i] += d[i];
-        }
+        for (int i = 0; i < kVec; ++i) x[i] += d[i];
         p_packed[r][v] = pack(x);
       }
       release(prefix_stage);

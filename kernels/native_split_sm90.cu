@@ -24,7 +24,7 @@ namespace attnres {
 namespace {
 
 namespace cg = cooperative_groups;
-using native_device::pack;
+using native_device::pack_by_conversion;
 using native_device::unpack;
 using native_device::warp_transpose_sum;
 
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 #pragma unroll
     for (int i = 0; i < kVec; ++i) x[i] += d[i];
     // Without delta, p is prefix bit for bit (-0.0 + 0.0 would lose the sign).
-    raw[0][v] = s.has_delta ? pack(x) : raw[0][v];
+    raw[0][v] = s.has_delta ? pack_by_conversion(x) : raw[0][v];
     if (owner) {
       *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = raw[0][v];
       if (write_idx >= 0)
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
     unpack(ow_raw[v], ow);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) out[i] = acc[v * kVec + i] * scale * ow[i];
-    *reinterpret_cast<uint4*>(a.output + t * hidden + element[v]) = pack(out);
+    *reinterpret_cast<uint4*>(a.output + t * hidden + element[v]) = pack_by_conversion(out);
   }
 #endif
 }

@@ -23,6 +23,7 @@
 #include "kernels/layout_guard.h"
 #include "reference/cpu_reference.h"
 #include "test_util.h"
+#include "tests/native_pack_probe.h"
 
 namespace attnres {
 namespace {
@@ -262,6 +263,14 @@ class PlannedNativeKernel : public KernelEntry {
  private:
   native::Plan plan_;
 };
+
+// The split variant rounds p and the output with the hardware conversion; p must still be the
+// software rounding's bits (the references'), so the two must agree on every float.
+TEST_F(Gpu, HardwareBf16PackMatchesTheSoftwareRounding) {
+  if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
+  const testing::PackProbeResult probe = testing::probe_native_pack();
+  EXPECT_EQ(probe.mismatches, 0u) << fmt::format("first differing input 0x{:08x}", probe.first_input);
+}
 
 // Every plan of the native kernel, whichever the policy would pick: each source count, with and
 // without delta and output norm, the written block inside and outside the sources, every
