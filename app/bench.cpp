@@ -159,14 +159,14 @@ std::string check_kernel(InputSets& sets, const DeviceBuffer<double>& reference,
 // numbers even where one launch takes a few microseconds.
 constexpr int kLaunchesPerGraph = 20;
 
-double time_kernel(InputSets& sets, int repeats, cudaStream_t stream,
-                   const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
-  for (int i = 0; i < 3; ++i) launch(sets.args(i % sets.count), stream);
+// `enqueue(i, stream)` puts the i-th launch on the stream.
+double time_graph_replays(int repeats, cudaStream_t stream, const std::function<void(int, cudaStream_t)>& enqueue) {
+  for (int i = 0; i < 3; ++i) enqueue(i, stream);
   ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaGraph_t graph = nullptr;
   ATTNRES_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
-    for (int i = 0; i < kLaunchesPerGraph; ++i) launch(sets.args(i % sets.count), stream);
+    for (int i = 0; i < kLaunchesPerGraph; ++i) enqueue(i, stream);
   } catch (...) {
     // Leave the stream out of capture mode, whatever the launch left behind.
     if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
@@ -193,6 +193,24 @@ double time_kernel(InputSets& sets, int repeats, cudaStream_t stream,
   return median(ms);
 }
 
+double time_kernel(InputSets& sets, int repeats, cudaStream_t stream,
+                   const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
+  return time_graph_replays(repeats, stream, [&](int i, cudaStream_t s) { launch(sets.args(i % sets.count), s); });
+}
+
+// The floor for a point's bytes at its size: a device-to-device copy reading half of them and
+// writing the other half, timed as the kernels are (graph replays, rotating over as many buffer
+// pairs as the kernels' input sets, so neither is served from L2).
+double time_copy_of_the_same_bytes(double bytes, int buffer_pairs, int repeats, cudaStream_t stream) {
+  const std::size_t half = std::size_t(bytes / 2) / 16 * 16;
+  DeviceBuffer<unsigned char> source(half * std::size_t(buffer_pairs)), target(source.size());
+  ATTNRES_CUDA_CHECK(cudaMemset(source.get(), 1, source.size()));
+  return time_graph_replays(repeats, stream, [&](int i, cudaStream_t s) {
+    const std::size_t offset = std::size_t(i % buffer_pairs) * half;
+    ATTNRES_CUDA_CHECK(cudaMemcpyAsync(target.get() + offset, source.get() + offset, half, cudaMemcpyDeviceToDevice, s));
+  });
+}
+
 // Median time of one launch with CUDA events around each launch on the default stream: for
 // kernels that cannot be captured into a graph (host overhead included).
 double time_kernel_with_events(InputSets& sets, int repeats, const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
@@ -208,7 +226,7 @@ double time_kernel_with_events(InputSets& sets, int repeats, const std::function
 // One row per point: median microseconds and bytes per second of each kernel timed there (empty
 // where it did not run) and the reference's milliseconds.
 std::string bench_csv(const json& points) {
-  std::string csv = csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "native_plan", "native_us",
+  std::string csv = csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "same_bytes_copy_us", "native_plan", "native_us",
                              "native_bytes_per_s", "native_pdl_us", "portable_us", "portable_bytes_per_s", "kernel", "kernel_us", "kernel_bytes_per_s",
                              "cublas_reference_ms"});
   auto cells = [](const json& point, const char* kernel) -> std::vector<std::string> {
@@ -219,7 +237,8 @@ std::string bench_csv(const json& points) {
   for (const json& p : points) {
     std::vector<std::string> row{std::to_string(p["tokens"].get<std::int64_t>()), std::to_string(p["num_blocks"].get<int>()),
                                  std::to_string(p["hidden"].get<int>()), fmt::format("{}", p["bytes"].get<double>()),
-                                 fmt::format("{}", p["copy_bandwidth"].get<double>())};
+                                 fmt::format("{}", p["copy_bandwidth"].get<double>()),
+                                 fmt::format("{}", p["same_bytes_copy_us"].get<double>())};
     row.push_back(p["native"].contains("plan") ? p["native"]["plan"].get<std::string>() : "");
     for (std::string& cell : cells(p, "native")) row.push_back(std::move(cell));
     row.push_back(p.contains("native_pdl") ? fmt::format("{}", p["native_pdl"]["median_us"].get<double>()) : "");
@@ -270,7 +289,9 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
   std::string plan_rows;  // the --native-plans table's rows
   std::string table = fmt::format("Device {} ({}), H={}, delta and output norm on, no block write; copy bandwidth {:.2f} TB/s "
                                   "(2 GiB device-to-device, read+written bytes). Each time is the median over CUDA-graph replays of 20 launches "
-                                  "on rotating input sets (together > 4x L2).\n\n",
+                                  "on rotating input sets (together > 4x L2). Same-bytes copy: a device-to-device copy reading "
+                                  "half of the point's bytes and writing the other half, timed the same way (the floor for "
+                                  "those bytes at that size).\n\n",
                                   device.name, device_arch(device), args.hidden, copy / 1e12);
   if (args.pdl)
     table += "Native PDL: the same launches with programmatic dependent launch, so each one's prologue overlaps the previous "
@@ -280,12 +301,12 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
                          "otherwise with CUDA events around each launch on the default stream (host overhead included); the "
                          "`timed` column says which.\n\n",
                          under_test.name);
-  table += "| T | blocks | MB moved | native plan | native µs | native TB/s | native % copy |";
+  table += "| T | blocks | MB moved | same-bytes copy µs | native plan | native µs | native TB/s | native % copy |";
   table += args.pdl ? " native PDL µs |" : "";
   table += " portable µs | portable TB/s | native / portable |";
   table += under_test.entry ? " kernel µs | kernel TB/s | kernel % copy | timed |" : "";
   table += " cuBLAS fp64 ref ms (end to end) | check |\n";
-  table += "|---:|---:|---:|---|---:|---:|---:|";
+  table += "|---:|---:|---:|---:|---|---:|---:|---:|";
   table += args.pdl ? "---:|" : "";
   table += "---:|---:|---:|";
   table += under_test.entry ? "---:|---:|---:|---|" : "";
@@ -322,8 +343,10 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       const auto native = entry_launcher("native");
       const auto portable = entry_launcher("portable");
       const native::Plan chosen = native::choose_plan(tokens, nb, args.hidden);
-      json point = {{"tokens", tokens}, {"num_blocks", nb}, {"hidden", args.hidden}, {"bytes", bytes},
-                    {"copy_bandwidth", copy}, {"cublas_reference_ms", ref_ms}};
+      const double copy_ms = time_copy_of_the_same_bytes(bytes, sets.count, args.repeats, stream.get());
+      json point = {{"tokens", tokens},          {"num_blocks", nb},          {"hidden", args.hidden},
+                    {"bytes", bytes},            {"copy_bandwidth", copy},    {"same_bytes_copy_us", copy_ms * 1e3},
+                    {"cublas_reference_ms", ref_ms}};
       const std::string portable_check = check_kernel(sets, reference, pristine, portable);
       const double portable_ms = time_kernel(sets, args.repeats, stream.get(), portable);
       point["portable"] = {{"median_us", portable_ms * 1e3}, {"bytes_per_s", bytes / (portable_ms * 1e-3)}, {"check", portable_check}};
@@ -407,8 +430,8 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
           }
         }
       }
-      table += fmt::format("| {} | {} | {:.1f} | {} |{} {:.1f} | {:.2f} | {} |{} {:.1f} | {} |\n", tokens, nb, bytes / 1e6,
-                           native_cells, pdl_cell, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells,
+      table += fmt::format("| {} | {} | {:.1f} | {:.1f} | {} |{} {:.1f} | {:.2f} | {} |{} {:.1f} | {} |\n", tokens, nb,
+                           bytes / 1e6, copy_ms * 1e3, native_cells, pdl_cell, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells,
                            ref_ms, check);
       results.push_back(point);
     }

@@ -355,6 +355,11 @@ TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
     EXPECT_GT(max_abs, 0.0) << check;
     EXPECT_LT(max_abs, 0.08) << check;
   }
+  // The floor of a point: a copy of its bytes, timed; the portable kernel moves the same bytes
+  // and computes too.
+  const double copy_us = point["same_bytes_copy_us"].get<double>();
+  EXPECT_GT(copy_us, 0.0);
+  EXPECT_LT(copy_us, point["portable"]["median_us"].get<double>());
 }
 
 TEST_F(Gpu, NativeGuardRefusesBeforeLaunching) {
