@@ -7,7 +7,7 @@
 namespace attnres::native {
 
 std::string to_string(const Plan& plan) {
-  if (plan.variant == Variant::ring) return plan.cluster == 1 ? "ring" : fmt::format("ring/{}", plan.cluster);
+  if (plan.variant == Variant::ring) return "ring";
   return fmt::format("split/{}x{}", plan.cluster, plan.vectors_per_thread);
 }
 
@@ -25,14 +25,7 @@ int split_threads(const Plan& plan, int hidden) {
 int split_slots(const Plan& plan, int hidden) { return plan.cluster * split_threads(plan, hidden) / 32; }
 
 std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden) {
-  if (plan.variant == Variant::ring) {
-    if (plan.cluster != 1 && plan.cluster != kRingMaxCluster)
-      return fmt::format("ring clusters are 1 or {} CTAs, got {}", kRingMaxCluster, plan.cluster);
-    // Each CTA's consumers: whole warps of two 16-byte vectors per thread.
-    if (hidden % (kHiddenMultiple * plan.cluster) != 0)
-      return fmt::format("{}: hidden_size {} is not a multiple of {}", to_string(plan), hidden, kHiddenMultiple * plan.cluster);
-    return std::nullopt;
-  }
+  if (plan.variant == Variant::ring) return std::nullopt;
   if (plan.cluster < 1 || plan.cluster > kSplitMaxCluster || (plan.cluster & (plan.cluster - 1)) != 0)
     return fmt::format("split clusters are 1, 2, 4 or 8 CTAs, got {}", plan.cluster);
   if (plan.vectors_per_thread < 1 || plan.vectors_per_thread > kSplitMaxVectorsPerThread)
@@ -51,8 +44,6 @@ std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden)
 
 std::vector<Plan> all_plans(int hidden) {
   std::vector<Plan> plans{Plan{}};
-  if (const Plan split_ring{Variant::ring, kRingMaxCluster, 1}; !plan_unsupported_reason(split_ring, hidden))
-    plans.push_back(split_ring);
   for (int cluster = 1; cluster <= kSplitMaxCluster; cluster *= 2)
     for (int vectors = 1; vectors <= kSplitMaxVectorsPerThread; ++vectors) {
       const Plan plan{Variant::split, cluster, vectors};

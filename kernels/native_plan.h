@@ -11,9 +11,7 @@ namespace attnres::native {
 
 enum class Variant {
   // Persistent grid, one CTA per SM walking rows, a producer warp streaming every source row
-  // through a shared-memory ring: the large-T kernel. With a cluster of 2, each row is split over
-  // the cluster's two CTAs (half of H each, the reduction's totals exchanged through distributed
-  // shared memory), so rows are spread over the SMs in halves.
+  // through a shared-memory ring: the large-T kernel.
   ring,
   // One row per thread-block cluster of `cluster` CTAs, each taking a slice of H; every load of
   // the row issued up front into registers; partial logits and the output norm's sum of
@@ -23,20 +21,19 @@ enum class Variant {
 
 struct Plan {
   Variant variant = Variant::ring;
-  int cluster = 1;             // CTAs per row (ring: 1 or 2; split: 1, 2, 4 or 8)
+  int cluster = 1;             // split: CTAs per row
   int vectors_per_thread = 1;  // split: 16-byte vectors of each source a thread loads
   bool operator==(const Plan& other) const {
     return variant == other.variant && cluster == other.cluster && vectors_per_thread == other.vectors_per_thread;
   }
 };
 
-// "ring", "ring/2" (rows split over a cluster of 2), "split/8x1" (cluster of 8, one vector per thread).
+// "ring", "split/8x1" (cluster of 8, one vector per thread).
 std::string to_string(const Plan& plan);
 
 constexpr int kSplitMaxThreads = 512;
 constexpr int kSplitMaxCluster = 8;  // the portable limit (16 measured no faster at T=1: docs/native-kernel.md)
 constexpr int kSplitMaxVectorsPerThread = 2;
-constexpr int kRingMaxCluster = 2;
 
 // Threads per CTA of a split plan: the slice's vectors over vectors_per_thread, rounded up to
 // whole warps (the threads past the slice take part in the reductions with zeros).
@@ -53,17 +50,16 @@ std::vector<Plan> all_plans(int hidden);
 // The plan the native kernel launches.
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden);
 
-// How the ring variant with `cluster` CTAs per row lays out its shared memory on a device with
-// `sms` SMs and `shared_optin_bytes` per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): rows per
-// iteration (two rows share one CTA-wide reduction where both rows' stages and stashed mixes fit,
-// the source count fits the reduction's slots, a CTA gets more than one row and rows are not
-// split) and ring stages of H / cluster columns.
+// How the ring variant lays out its shared memory on a device with `sms` SMs and
+// `shared_optin_bytes` per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): rows per iteration (two
+// rows share one CTA-wide reduction where both rows' stages and stashed mixes fit, the source
+// count fits the reduction's slots and a CTA gets more than one row) and ring stages.
 struct RingLayout {
   int rows_per_iteration = 1;
   int stages = 0;
 };
 // nullopt where one row's loads do not fit the ring. Defined with the ring (kernels/native_sm90.cu).
-std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int cluster,
-                                      int sms, int shared_optin_bytes);
+std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int sms,
+                                      int shared_optin_bytes);
 
 }  // namespace attnres::native

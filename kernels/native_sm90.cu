@@ -21,12 +21,7 @@
 //  - prefix write-back and the block write are fused;
 //  - with few sources and more rows than SMs, two rows share each reduction (v12,
 //    native::ring_layout): half the barriers and softmax set-up per row, twice the independent
-//    work between them;
-//  - plan ring/2 (v14) splits each row over a cluster of two CTAs, H/2 columns each, so rows
-//    spread over the SMs in halves (T a little above the SM count leaves fewer SMs with one row
-//    more than the rest). After its CTA-wide reduction each CTA sends its 32 totals into the
-//    peer's shared memory with one bulk copy completing on the peer's mbarrier, and both add the
-//    two (addition commutes, so both CTAs compute the same logits and norms).
+//    work between them.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -105,32 +100,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint3
       : "memory");
 }
 
-// The same copy from this CTA's shared memory into a cluster peer's (both addresses in the
-// shared::cluster window, from mapa), completing on the peer's mbarrier.
-__device__ __forceinline__ void bulk_copy_to_peer(std::uint32_t peer_dst, const void* src, std::uint32_t bytes,
-                                                  std::uint32_t peer_bar) {
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   peer_dst),
-               "r"(smem_addr(src)), "r"(bytes), "r"(peer_bar)
-               : "memory");
-}
-
-__device__ __forceinline__ std::uint32_t peer_address(const void* local, std::uint32_t peer_rank) {
-  std::uint32_t address;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(address) : "r"(smem_addr(local)), "r"(peer_rank));
-  return address;
-}
-
-__device__ __forceinline__ std::uint32_t cluster_rank() {
-  std::uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-  return rank;
-}
-
-// Not .aligned: the producer warp's lanes reach them at different times.
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
-
 __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(kConsumerBarrier), "r"(threads) : "memory");
 }
@@ -180,33 +149,24 @@ __device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], i
 }
 
 // kRows rows per iteration (1 or 2) share one CTA-wide reduction; their stages are resident
-// together. kCluster CTAs (1 or 2) split each row's columns.
-template <int kSources, int kRows, int kCluster>
+// together.
+template <int kSources, int kRows>
 __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
   static_assert(kRows == 1 || (kRows == 2 && kSources <= kMaxPairedSources), "two rows fit one reduction");
-  static_assert(kCluster == 1 || (kCluster == 2 && kRows == 1), "split rows go one per iteration");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Dynamic shared memory: each consumer thread's unnormalised mix of the previous iteration's
   // rows (float, laid out so a warp's 16-byte accesses are contiguous), then the ring of stages x H bf16.
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ std::uint64_t full[kMaxStages], empty[kMaxStages];
   __shared__ float scratch[2][kMaxConsumerWarps][32];
-  // ring/2: this CTA's reduction totals as sent to the peer, and the peer's as received, by
-  // reduction parity; exchanged[b] completes when the peer's totals have landed in received[b].
-  __shared__ __align__(16) float sent[2][32], received[2][32];
-  __shared__ std::uint64_t exchanged[2];
 
   const AttnResShape& s = a.shape;
   const int hidden = s.hidden;
-  const int slice_columns = hidden / kCluster;  // the columns of each row this CTA takes
-  const int rank = kCluster == 1 ? 0 : int(cluster_rank());
-  const int first_column = rank * slice_columns;
-  const std::int64_t row_group = blockIdx.x / kCluster, row_groups = gridDim.x / kCluster;
-  const int consumer_threads = slice_columns / kElemsPerThread;
+  const int consumer_threads = hidden / kElemsPerThread;
   const int consumer_warps = consumer_threads / 32;
-  const std::uint32_t row_bytes = std::uint32_t(slice_columns) * sizeof(bf16_bits);  // of one stage
+  const std::uint32_t row_bytes = std::uint32_t(hidden) * sizeof(bf16_bits);
   float4* const mix_stash = reinterpret_cast<float4*>(smem);  // [kRows][kElemsPerThread / 4][C]
-  unsigned char* const ring = smem + kRows * native_stash_bytes(slice_columns);
+  unsigned char* const ring = smem + kRows * native_stash_bytes(hidden);
   const bool write_block = s.block_write_idx >= 0;
   const bool written_block_is_source = write_block && s.block_write_idx < s.num_blocks;
   RowPlan plan;
@@ -218,67 +178,47 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       mbar_init(&full[i], 1);
       mbar_init(&empty[i], consumer_warps);
     }
-    if (kCluster > 1) {
-      mbar_init(&exchanged[0], 1);
-      mbar_init(&exchanged[1], 1);
-    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  // The peer's barriers must be initialised before the first copy into them, and neither CTA may
-  // exit while the other's copy may still touch its shared memory: one cluster barrier phase at
-  // the start (waited for before the first exchange), one at the end.
-  if (kCluster > 1) cluster_arrive();
   native_device::wait_for_previous_grid();
   native_device::allow_dependent_launch();
 
   if (threadIdx.x >= consumer_threads) {  // producer warp: one lane issues every copy
-    if (threadIdx.x == consumer_threads) {
-      int stage = 0;
-      std::uint32_t phase = 0;
-      const std::uint64_t policy = evict_first_policy();
-      for (std::int64_t t = row_group; t < s.tokens; t += row_groups) {
-        for (int j = 0; j < plan.loads; ++j) {
-          mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released
-          mbar_arrive_expect_tx(&full[stage], row_bytes);
-          bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j, plan) + first_column, row_bytes,
-                    &full[stage], policy);
-          if (++stage == stages) {
-            stage = 0;
-            phase ^= 1u;
-          }
+    if (threadIdx.x != consumer_threads) return;
+    int stage = 0;
+    std::uint32_t phase = 0;
+    const std::uint64_t policy = evict_first_policy();
+    for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
+      for (int j = 0; j < plan.loads; ++j) {
+        mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released
+        mbar_arrive_expect_tx(&full[stage], row_bytes);
+        bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j, plan), row_bytes, &full[stage], policy);
+        if (++stage == stages) {
+          stage = 0;
+          phase ^= 1u;
         }
       }
     }
-    if (kCluster > 1) {
-      cluster_wait();
-      cluster_arrive();
-      cluster_wait();
-    }
     return;
   }
-  if (kCluster > 1) cluster_wait();
 
-  // Consumers: thread c owns elements [8c, 8c+8) and [8(c+C), 8(c+C)+8) of the slice, C =
-  // consumer threads; column[v] is element[v]'s column in the row.
+  // Consumers: thread c owns elements [8c, 8c+8) and [8(c+C), 8(c+C)+8), C = consumer threads.
   const int c = threadIdx.x;
   const int lane = c % 32;
-  int element[kVecsPerThread], column[kVecsPerThread];
+  int element[kVecsPerThread];
 #pragma unroll
-  for (int v = 0; v < kVecsPerThread; ++v) {
-    element[v] = (c + v * consumer_threads) * kVec;
-    column[v] = first_column + element[v];
-  }
+  for (int v = 0; v < kVecsPerThread; ++v) element[v] = (c + v * consumer_threads) * kVec;
   float gate[kElemsPerThread];
   uint4 out_weight[kVecsPerThread];
 #pragma unroll
   for (int v = 0; v < kVecsPerThread; ++v) {
     float nw[kVec], qk[kVec];
-    unpack(*reinterpret_cast<const uint4*>(a.norm_weight + column[v]), nw);
-    unpack(*reinterpret_cast<const uint4*>(a.qk_weight + column[v]), qk);
+    unpack(*reinterpret_cast<const uint4*>(a.norm_weight + element[v]), nw);
+    unpack(*reinterpret_cast<const uint4*>(a.qk_weight + element[v]), qk);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) gate[v * kVec + i] = nw[i] * qk[i];
-    out_weight[v] = s.has_output_norm ? *reinterpret_cast<const uint4*>(a.output_norm_weight + column[v])
+    out_weight[v] = s.has_output_norm ? *reinterpret_cast<const uint4*>(a.output_norm_weight + element[v])
                                       : native_device::bf16_ones();
   }
   const float inv_hidden = 1.0f / float(hidden);
@@ -306,7 +246,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       unpack(out_weight[v], ow);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) out[i] = mixed[v * kVec + i] * scale * ow[i];
-      *reinterpret_cast<uint4*>(a.output + row * hidden + column[v]) = pack(out);
+      *reinterpret_cast<uint4*>(a.output + row * hidden + element[v]) = pack(out);
     }
   };
   // The r-th stashed row, given the CTA-wide sum of its squares.
@@ -340,36 +280,13 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     for (int r = 0; r < kRows; ++r)
       if (pending_row[r] >= 0) write_output(r, pending_row[r], __shfl_sync(0xffffffffu, total, norm_slot(r)));
   };
-  // The CTA-wide totals of a reduction; in ring/2 the row's, adding the peer CTA's.
-  int reductions = 0;
-  auto row_totals = [&](float (&sums)[32]) {
-    float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
-    buffer ^= 1;
-    if (kCluster > 1) {
-      const int b = reductions & 1;
-      if (c < 32) {
-        sent[b][lane] = total;
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to the bulk copy
-        __syncwarp();
-        if (lane == 0) {
-          mbar_arrive_expect_tx(&exchanged[b], sizeof sent[b]);
-          const std::uint32_t peer = std::uint32_t(rank ^ 1);
-          bulk_copy_to_peer(peer_address(received[b], peer), sent[b], sizeof sent[b], peer_address(&exchanged[b], peer));
-        }
-      }
-      mbar_wait(&exchanged[b], std::uint32_t(reductions >> 1) & 1u);
-      total += received[b][lane];
-    }
-    ++reductions;
-    return total;
-  };
-  for (std::int64_t first = row_group; first < s.tokens; first += std::int64_t(kRows) * row_groups) {
+  for (std::int64_t first = blockIdx.x; first < s.tokens; first += std::int64_t(kRows) * gridDim.x) {
     // The rows of this iteration, in the producer's order; past the last token a row is absent.
     std::int64_t row[kRows];
     bool present[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      row[r] = first + std::int64_t(r) * row_groups;
+      row[r] = first + std::int64_t(r) * gridDim.x;
       present[r] = row[r] < s.tokens;
     }
     uint4 p_packed[kRows][kVecsPerThread];
@@ -407,10 +324,10 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
       if (delta_stage >= 0) release(delta_stage);
 #pragma unroll
       for (int v = 0; v < kVecsPerThread; ++v) {
-        *reinterpret_cast<uint4*>(a.prefix + t * hidden + column[v]) = p_packed[r][v];
+        *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[r][v];
         if (write_block)
           *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
-                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + column[v]) = p_packed[r][v];
+                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[r][v];
       }
       // Pass 1 over the row's stages: partial dot products and sums of squares.
 #pragma unroll
@@ -435,7 +352,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
     }
     // Step 4: one reduction for every source's logit of every row and the stashed rows' norms.
     carry_pending_norms(sums);
-    const float total = row_totals(sums);
+    const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
+    buffer ^= 1;
     write_pending_rows(total);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -479,11 +397,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
     carry_pending_norms(sums);
-    write_pending_rows(row_totals(sums));
-  }
-  if (kCluster > 1) {
-    cluster_arrive();
-    cluster_wait();
+    write_pending_rows(cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads));
   }
 #endif
 }
@@ -493,7 +407,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 NativeImageQuery query_native_image() {
   NativeImageQuery query;
   cudaFuncAttributes attributes{};
-  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel<kMaxSources, 1, 1>);
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, attnres_native_kernel<kMaxSources, 1>);
   if (status != cudaSuccess) {
     cudaGetLastError();
     query.detail = fmt::format("cudaFuncGetAttributes: {}", cudaGetErrorName(status));
@@ -512,25 +426,21 @@ constexpr int kStaticSharedBytes = 8192;
 
 using NativeKernel = void (*)(AttnResArgs, int);
 // kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources, one row per iteration.
-template <int kCluster>
 constexpr NativeKernel kNativeKernels[kMaxSources] = {
-    attnres_native_kernel<1, 1, kCluster>, attnres_native_kernel<2, 1, kCluster>, attnres_native_kernel<3, 1, kCluster>,
-    attnres_native_kernel<4, 1, kCluster>, attnres_native_kernel<5, 1, kCluster>, attnres_native_kernel<6, 1, kCluster>,
-    attnres_native_kernel<7, 1, kCluster>, attnres_native_kernel<8, 1, kCluster>, attnres_native_kernel<9, 1, kCluster>};
+    attnres_native_kernel<1, 1>, attnres_native_kernel<2, 1>, attnres_native_kernel<3, 1>,
+    attnres_native_kernel<4, 1>, attnres_native_kernel<5, 1>, attnres_native_kernel<6, 1>,
+    attnres_native_kernel<7, 1>, attnres_native_kernel<8, 1>, attnres_native_kernel<9, 1>};
 // Two rows per iteration, as far as native::ring_layout ever picks it (sources <= kMaxPairedSources).
 constexpr NativeKernel kPairedNativeKernels[kMaxPairedSources] = {
-    attnres_native_kernel<1, 2, 1>, attnres_native_kernel<2, 2, 1>, attnres_native_kernel<3, 2, 1>,
-    attnres_native_kernel<4, 2, 1>, attnres_native_kernel<5, 2, 1>, attnres_native_kernel<6, 2, 1>,
-    attnres_native_kernel<7, 2, 1>};
+    attnres_native_kernel<1, 2>, attnres_native_kernel<2, 2>, attnres_native_kernel<3, 2>, attnres_native_kernel<4, 2>,
+    attnres_native_kernel<5, 2>, attnres_native_kernel<6, 2>, attnres_native_kernel<7, 2>};
 
-// Per device: SM count, ring depth, whether the kernels' shared-memory limit was raised, and how
-// many ring/2 clusters fit at once for each dynamic shared-memory size (kept so that a launch
-// makes no attribute calls and can be captured into a CUDA graph).
+// Per device: SM count, ring depth, and whether the kernels' shared-memory limit was raised
+// (kept so that a launch makes no attribute calls and can be captured into a CUDA graph).
 struct LaunchConfig {
   int sms = 0;
   int smem_optin = 0;
   bool raised = false;
-  std::map<std::size_t, int> resident_clusters;
 };
 
 LaunchConfig& launch_config(int device) {
@@ -547,8 +457,7 @@ LaunchConfig& launch_config(int device) {
       ATTNRES_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               config.smem_optin - kStaticSharedBytes));
     };
-    for (const NativeKernel kernel : kNativeKernels<1>) raise(kernel);
-    for (const NativeKernel kernel : kNativeKernels<2>) raise(kernel);
+    for (const NativeKernel kernel : kNativeKernels) raise(kernel);
     for (const NativeKernel kernel : kPairedNativeKernels) raise(kernel);
     config.raised = true;
   }
@@ -559,63 +468,42 @@ LaunchConfig& launch_config(int device) {
 
 namespace native {
 
-std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int cluster,
-                                      int sms, int shared_optin_bytes) {
+std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int sms,
+                                      int shared_optin_bytes) {
   const int shared_bytes = shared_optin_bytes - kStaticSharedBytes;
-  const int slice = hidden / cluster;
-  const int row_bytes = slice * int(sizeof(bf16_bits));
-  const int stash_bytes = int(native_stash_bytes(slice));
+  const int row_bytes = hidden * int(sizeof(bf16_bits));
+  const int stash_bytes = int(native_stash_bytes(hidden));
   // A row's stages stay resident through both passes: all of an iteration's rows' loads must fit.
   const int loads = 1 + int(has_delta) + num_blocks;
   const auto stages = [&](int rows) { return std::min(kMaxStages, (shared_bytes - rows * stash_bytes) / row_bytes); };
-  if (cluster == 1 && tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads)
-    return RingLayout{2, stages(2)};
+  if (tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads) return RingLayout{2, stages(2)};
   if (stages(1) >= loads) return RingLayout{1, stages(1)};
   return std::nullopt;
 }
 
 }  // namespace native
 
-void launch_native_ring(const AttnResArgs& args, int cluster, bool programmatic_dependent_launch, cudaStream_t stream) {
+void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream) {
   int device = 0;
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
-  LaunchConfig& config = launch_config(device);
+  const LaunchConfig& config = launch_config(device);
   const AttnResShape& shape = args.shape;
   const std::optional<native::RingLayout> layout = native::ring_layout(
-      shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, cluster, config.sms, config.smem_optin);
+      shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, config.sms, config.smem_optin);
   if (!layout)
     throw CudaError(fmt::format("native kernel: H={} leaves too few ring stages for {} row loads", shape.hidden,
                                 1 + int(shape.has_delta) + shape.num_blocks),
                     false);
-  const int slice = shape.hidden / cluster;
   cudaLaunchConfig_t launch{};
-  launch.blockDim = dim3(unsigned(slice / kElemsPerThread + 32));
-  launch.dynamicSmemBytes = std::size_t(layout->rows_per_iteration) * native_stash_bytes(slice) +
-                            std::size_t(layout->stages) * slice * sizeof(bf16_bits);
+  launch.gridDim = dim3(unsigned(std::min<std::int64_t>(shape.tokens, config.sms)));
+  launch.blockDim = dim3(unsigned(shape.hidden / kElemsPerThread + 32));
+  launch.dynamicSmemBytes =
+      std::size_t(layout->rows_per_iteration) * native_stash_bytes(shape.hidden) + std::size_t(layout->stages) * shape.hidden * sizeof(bf16_bits);
   launch.stream = stream;
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0] = programmatic_serialization();
-  attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = unsigned(cluster);
-  attributes[1].val.clusterDim.y = 1;
-  attributes[1].val.clusterDim.z = 1;
-  launch.attrs = programmatic_dependent_launch ? attributes : attributes + 1;
-  launch.numAttrs = (programmatic_dependent_launch ? 1 : 0) + (cluster > 1 ? 1 : 0);
-  NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels<1>[shape.num_blocks];
-  std::int64_t row_groups = std::min<std::int64_t>(shape.tokens, config.sms);
-  if (cluster > 1) {
-    kernel = kNativeKernels<2>[shape.num_blocks];
-    // A persistent grid must be resident at once: as many clusters as fit (GPCs whose free SMs
-    // do not pair leave some out), at most one per row.
-    int& resident = config.resident_clusters[launch.dynamicSmemBytes];
-    if (!resident) {
-      launch.gridDim = dim3(unsigned(cluster));
-      ATTNRES_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, kernel, &launch));
-      if (resident < 1) throw CudaError("native kernel (ring/2): no cluster of two CTAs fits on this device", false);
-    }
-    row_groups = std::min<std::int64_t>(shape.tokens, resident);
-  }
-  launch.gridDim = dim3(unsigned(row_groups * cluster));
+  cudaLaunchAttribute pdl = programmatic_serialization();
+  launch.attrs = &pdl;
+  launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
+  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages));
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
@@ -634,7 +522,7 @@ void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, 
     throw std::invalid_argument(*why);
   if (args.shape.tokens == 0) return;
   if (plan.variant == native::Variant::ring)
-    launch_native_ring(args, plan.cluster, options.programmatic_dependent_launch, stream);
+    launch_native_ring(args, options.programmatic_dependent_launch, stream);
   else
     launch_native_split(args, plan, options.programmatic_dependent_launch, stream);
 }

@@ -136,20 +136,17 @@ TEST(NativePlan, IllegalPlansAreNamed) {
   EXPECT_EQ(native::split_slots(Plan{Variant::split, 8, 1}, 7168), 32);
   std::vector<std::string> names;
   for (const Plan& plan : native::all_plans(7168)) names.push_back(native::to_string(plan));
-  EXPECT_EQ(names, (std::vector<std::string>{"ring", "ring/2", "split/1x2", "split/2x1", "split/2x2", "split/4x1",
-                                             "split/4x2", "split/8x1", "split/8x2"}));
-  EXPECT_EQ(native::all_plans(512).size(), 9u);  // split/1x1 fits there too, ring/2 does not
-  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::ring, 2, 1}, 7680).value(),
-            "ring/2: hidden_size 7680 is not a multiple of 1024");
-  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::ring, 4, 1}, 7168).value(), "ring clusters are 1 or 2 CTAs, got 4");
+  EXPECT_EQ(names, (std::vector<std::string>{"ring", "split/1x2", "split/2x1", "split/2x2", "split/4x1", "split/4x2",
+                                             "split/8x1", "split/8x2"}));
+  EXPECT_EQ(native::all_plans(512).size(), 9u);  // split/1x1 fits there too
 }
 
 // The ring's shared-memory layout on an H200 (132 SMs, 227 KiB opt-in, of which 8 KiB are kept for
 // the kernel's static part): at H=7168 a stage is 14 KiB and a stashed mix 28 KiB.
 TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
   const int shared = 232448;
-  const auto layout = [&](std::int64_t tokens, int blocks, bool delta, int hidden, int cluster = 1) {
-    const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, cluster, 132, shared);
+  const auto layout = [&](std::int64_t tokens, int blocks, bool delta, int hidden) {
+    const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, shared);
     return l ? std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) : std::string("none");
   };
   EXPECT_EQ(layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: fits 11 stages
@@ -162,11 +159,7 @@ TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
   EXPECT_EQ(layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
   EXPECT_EQ(layout(4096, 7, true, 4096), "1x16");
   EXPECT_EQ(layout(4096, 8, true, 7168 + 512), "1x12");
-  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 1, 132, 158192).has_value());  // 10 loads, 8 stages
-  // ring/2: half-row stages (7 KiB) and a half-row stash; split rows are never paired.
-  EXPECT_EQ(layout(320, 8, true, 7168, 2), "1x16");
-  EXPECT_EQ(layout(4096, 1, true, 7168, 2), "1x16");
-  EXPECT_EQ(native::ring_layout(4096, 8, true, 7168, 2, 132, 100000)->stages, 10);  // (100000 - 8192 - 14336) / 7168: 10 loads fit
+  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
 }
 
 TEST(Dispatch, Sm90WithItsImageGoesNative) {

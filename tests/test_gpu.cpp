@@ -7,7 +7,6 @@
 #include <fstream>
 #include <functional>
 #include <random>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -279,12 +278,8 @@ TEST_F(Gpu, HardwareBf16PackMatchesTheSoftwareRounding) {
 TEST_F(Gpu, EveryNativePlanMatchesTheReference) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
   std::mt19937 random(testing::fresh_seed());
-  const std::vector<int> hiddens{512, 1536, 7168, 7680};
-  std::set<std::string> registered;
-  for (const int hidden : hiddens)
-    for (const native::Plan& plan : native::all_plans(hidden))
-      if (registered.insert(native::to_string(plan)).second) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(plan));
-  for (const int hidden : hiddens)
+  for (const native::Plan& plan : native::all_plans(512)) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(plan));
+  for (const int hidden : {512, 1536, 7168, 7680})
     for (const native::Plan& plan : native::all_plans(hidden)) {
       RunOptions options;
       options.kernel = "native:" + native::to_string(plan);
@@ -329,7 +324,7 @@ TEST_F(Gpu, RingPairedRowsMatchTheReference) {
       spec.shape.block_write_idx = variation % 2 == 0 ? shape.num_blocks : -1;
       ++variation;
       const std::optional<native::RingLayout> layout =
-          native::ring_layout(tokens, shape.num_blocks, spec.shape.has_delta, shape.hidden, 1, sms, shared_optin);
+          native::ring_layout(tokens, shape.num_blocks, spec.shape.has_delta, shape.hidden, sms, shared_optin);
       ASSERT_TRUE(layout.has_value());
       EXPECT_EQ(layout->rows_per_iteration, 2) << "H=" << shape.hidden << " nb=" << shape.num_blocks;
       const CaseResult r = run_case(spec, *backend_, options);
