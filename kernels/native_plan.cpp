@@ -56,8 +56,9 @@ namespace {
 
 // Measured on the H200 (docs/native-kernel.md, `bench --native-plans`): the first row whose
 // bounds hold the problem gives the plan; past the last, the ring. Up to 16 rows a cluster of 8
-// fetches a row with 8 SMs at once; from 32 rows on, fewer CTAs per row win, and from ~96 rows
-// (8 blocks) or ~128 (few blocks) the ring's pipelining across rows beats one round trip per row.
+// fetches a row with 8 SMs at once; from 32 rows on, fewer CTAs per row win; from ~96 rows with 8
+// blocks, ~192 with 4 and ~512 with one, the ring's pipelining across rows beats one round trip
+// per row.
 struct PolicyRow {
   std::int64_t max_tokens;
   int max_blocks;
@@ -70,6 +71,8 @@ constexpr PolicyRow kPolicy[] = {
     {64, 4, {Variant::split, 2, 2}},
     {64, kMaxBlocks, {Variant::split, 2, 1}},
     {128, 2, {Variant::split, 1, 2}},
+    {192, 4, {Variant::split, 2, 2}},
+    {512, 1, {Variant::split, 2, 2}},
 };
 
 }  // namespace

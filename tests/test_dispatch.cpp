@@ -96,8 +96,14 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(64, 8), "split/2x1");
   EXPECT_EQ(pick(65, 8), "ring");
   EXPECT_EQ(pick(100, 2), "split/1x2");
-  EXPECT_EQ(pick(100, 3), "ring");
-  EXPECT_EQ(pick(129, 0), "ring");
+  EXPECT_EQ(pick(100, 3), "split/2x2");
+  EXPECT_EQ(pick(129, 0), "split/2x2");
+  EXPECT_EQ(pick(192, 4), "split/2x2");
+  EXPECT_EQ(pick(193, 4), "ring");
+  EXPECT_EQ(pick(200, 2), "ring");
+  EXPECT_EQ(pick(512, 1), "split/2x2");
+  EXPECT_EQ(pick(513, 1), "ring");
+  EXPECT_EQ(pick(129, 5), "ring");
   EXPECT_EQ(pick(320, 8), "ring");
   EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring");
 }
@@ -106,7 +112,7 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
 // threads, at most 32 partial slots per row, and the slices of a row tile H exactly.
 TEST(NativePlan, EveryChoiceFitsEverySupportedShape) {
   for (int hidden = native::kHiddenMultiple; hidden <= native::kMaxHidden; hidden += native::kHiddenMultiple)
-    for (std::int64_t tokens = 0; tokens <= 300; ++tokens)
+    for (std::int64_t tokens = 0; tokens <= 600; ++tokens)
       for (int blocks = 0; blocks <= native::kMaxBlocks; ++blocks) {
         const native::Plan plan = native::choose_plan(tokens, blocks, hidden);
         ASSERT_FALSE(native::plan_unsupported_reason(plan, hidden)) << native::to_string(plan) << " H=" << hidden;
