@@ -6,8 +6,8 @@
 
 #include "app/input_checksum.h"
 #include "kernels/checked_size.h"
+#include "kernels/host_generator.h"
 #include "kernels/parallel.h"
-#include "kernels/philox.h"
 
 namespace attnres {
 
@@ -75,11 +75,8 @@ CaseTensors make_case_tensors(const CaseSpec& spec) {
     const GeneratorKey key = make_generator_key(spec.seed, to_string(g.which));
     const ResolvedDistribution dist = resolve(spec.distributions[int(g.which)], spec.shape);
     parallel_for(tensor.rows(), [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t row = begin; row < end; ++row) {
-        bf16_bits* values = tensor.row(row);
-        for (std::int64_t col = 0; col < tensor.columns; ++col)
-          values[col] = generate_bf16(key, dist, std::uint64_t(row * tensor.columns + col));
-      }
+      for (std::int64_t row = begin; row < end; ++row)
+        generate_bf16_run(key, dist, std::uint64_t(row * tensor.columns), tensor.columns, tensor.row(row));
     });
   }
   return t;

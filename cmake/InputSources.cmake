@@ -7,6 +7,7 @@ set(ATTNRES_INPUT_SOURCES
   app/checks.cpp
   app/json_io.cpp
   app/host_tensors.cpp
+  kernels/host_generator.cpp
   app/safetensors.cpp
   kernels/cpu_kernels.cpp
   kernels/dispatch.cpp

@@ -61,10 +61,15 @@ inline GeneratorKey make_generator_key(std::uint64_t seed, const char* tensor_na
   return GeneratorKey{std::uint32_t(seed) ^ hash, std::uint32_t(seed >> 32)};
 }
 
+// The random bits of element `index`: one Philox4x32-10 block, counter (index, 0, 0).
+ATTNRES_HD Philox4x32 random_bits(const GeneratorKey& key, std::uint64_t index) {
+  return philox4x32_10(Philox4x32{{std::uint32_t(index), std::uint32_t(index >> 32), 0u, 0u}}, key.key0, key.key1);
+}
+
+// Element `index` of the distribution from its random bits r (unused for a constant).
 // Normal values are Irwin-Hall sums of four 24-bit uniforms, scaled to variance 1
 // (bounded at +-3.46 sigma): no transcendental function whose last bit could differ by platform.
-ATTNRES_HD bf16_bits generate_bf16(const GeneratorKey& key, const ResolvedDistribution& dist,
-                                   std::uint64_t index) {
+ATTNRES_HD bf16_bits bf16_from_random_bits(const ResolvedDistribution& dist, std::uint64_t index, const Philox4x32& r) {
   double a = dist.a, b = dist.b;
   if (dist.block_period > 0) {
     const double scale = dist.block_scale[(index / std::uint64_t(dist.row_length)) % std::uint64_t(dist.block_period)];
@@ -72,8 +77,6 @@ ATTNRES_HD bf16_bits generate_bf16(const GeneratorKey& key, const ResolvedDistri
     b *= scale;
   }
   if (dist.kind == DistributionKind::constant) return float_to_bf16(float(a));
-  const Philox4x32 r = philox4x32_10(
-      Philox4x32{{std::uint32_t(index), std::uint32_t(index >> 32), 0u, 0u}}, key.key0, key.key1);
   double value;
   if (dist.kind == DistributionKind::uniform) {
     const double u = double(r.v[0] >> 8) * (1.0 / 16777216.0);
@@ -84,6 +87,11 @@ ATTNRES_HD bf16_bits generate_bf16(const GeneratorKey& key, const ResolvedDistri
     value = fma(b, standard, a);
   }
   return float_to_bf16(float(value));
+}
+
+ATTNRES_HD bf16_bits generate_bf16(const GeneratorKey& key, const ResolvedDistribution& dist, std::uint64_t index) {
+  if (dist.kind == DistributionKind::constant) return bf16_from_random_bits(dist, index, Philox4x32{});
+  return bf16_from_random_bits(dist, index, random_bits(key, index));
 }
 
 }  // namespace attnres

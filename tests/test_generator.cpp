@@ -4,6 +4,7 @@
 
 #include "app/case_spec.h"
 #include "app/host_tensors.h"
+#include "kernels/host_generator.h"
 #include "kernels/philox.h"
 
 namespace attnres {
@@ -51,6 +52,34 @@ TEST(Generator, BlockScalesScaleEachBlockOfEveryToken) {
         ASSERT_EQ(bf16_to_float(b.blocks.at(row, h)), scale[block] * bf16_to_float(a.blocks.at(row, h))) << t << " " << block;
       }
   EXPECT_EQ(a.prefix.storage, b.prefix.storage);  // only the blocks carry scales
+}
+
+// The host's run generator (eight elements per AVX2 Philox where the CPU has it) gives
+// generate_bf16's bits: every distribution kind, block scales, runs of every length mod 8, and
+// indices whose low word wraps inside a run.
+TEST(Generator, RunsGiveTheBitsOfOneElementAtATime) {
+  ResolvedDistribution scaled{DistributionKind::normal, 0.25, 3.0};
+  scaled.block_period = 3;
+  scaled.row_length = 5;
+  scaled.block_scale[0] = 2.0;
+  scaled.block_scale[1] = 0.0;
+  scaled.block_scale[2] = 0.5;
+  const ResolvedDistribution distributions[] = {{DistributionKind::normal, 0.0, 1.0},
+                                                {DistributionKind::uniform, -1.0, 2.0},
+                                                {DistributionKind::constant, 0.75, 0.0},
+                                                scaled};
+  const std::uint64_t starts[] = {0, 7, 1000003, (std::uint64_t(1) << 32) - 13, (std::uint64_t(5) << 32) - 3};
+  for (const ResolvedDistribution& dist : distributions)
+    for (const std::uint64_t first : starts)
+      for (const std::int64_t count : {0, 1, 7, 8, 9, 63, 200}) {
+        const GeneratorKey key = make_generator_key(first * 31 + std::uint64_t(count), "blocks");
+        std::vector<bf16_bits> run(std::size_t(count) + 1, kCanaryBits);
+        generate_bf16_run(key, dist, first, count, run.data());
+        for (std::int64_t i = 0; i < count; ++i)
+          ASSERT_EQ(run[std::size_t(i)], generate_bf16(key, dist, first + std::uint64_t(i)))
+              << "kind " << int(dist.kind) << " first " << first << " count " << count << " i " << i;
+        EXPECT_EQ(run[std::size_t(count)], kCanaryBits) << "wrote past the run";
+      }
 }
 
 TEST(Generator, SameSeedSameBitsOtherTensorOtherBits) {
