@@ -1,10 +1,13 @@
 #include "kernels/host_generator.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 namespace attnres {
 namespace {
 
+#if defined(__x86_64__)
 constexpr int kLanes = 8;
 
 // Philox4x32-10 of the counters (first_index + lane, 0, 0), lane 0..7, each 32-bit word of the
@@ -45,17 +48,19 @@ __attribute__((target("avx2"))) void philox_lanes(const GeneratorKey& key, std::
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[3]), c3);
 }
 
-}  // namespace
-
-bool host_generator_uses_avx2() {
+bool cpu_has_avx2() {
   static const bool avx2 = __builtin_cpu_supports("avx2");
   return avx2;
 }
+#endif
+
+}  // namespace
 
 void generate_bf16_run(const GeneratorKey& key, const ResolvedDistribution& dist, std::uint64_t first_index,
                        std::int64_t count, bf16_bits* out) {
   std::int64_t i = 0;
-  if (dist.kind != DistributionKind::constant && host_generator_uses_avx2()) {
+#if defined(__x86_64__)
+  if (dist.kind != DistributionKind::constant && cpu_has_avx2()) {
     std::uint32_t bits[4][kLanes];
     for (; i + kLanes <= count; i += kLanes) {
       philox_lanes(key, first_index + std::uint64_t(i), bits);
@@ -64,6 +69,7 @@ void generate_bf16_run(const GeneratorKey& key, const ResolvedDistribution& dist
                                               Philox4x32{{bits[0][lane], bits[1][lane], bits[2][lane], bits[3][lane]}});
     }
   }
+#endif
   for (; i < count; ++i) out[i] = generate_bf16(key, dist, first_index + std::uint64_t(i));
 }
 
