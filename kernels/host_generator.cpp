@@ -24,9 +24,9 @@ __attribute__((target("avx2"))) void philox_lanes(const GeneratorKey& key, std::
   __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(high));
   __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
   __m256i k0 = _mm256_set1_epi32(int(key.key0)), k1 = _mm256_set1_epi32(int(key.key1));
-  const __m256i m0 = _mm256_set1_epi32(int(0xD2511F53u)), m1 = _mm256_set1_epi32(int(0xCD9E8D57u));
-  const __m256i w0 = _mm256_set1_epi32(int(0x9E3779B9u)), w1 = _mm256_set1_epi32(int(0xBB67AE85u));
-  for (int round = 0; round < 10; ++round) {
+  const __m256i m0 = _mm256_set1_epi32(int(kPhiloxMultiplier0)), m1 = _mm256_set1_epi32(int(kPhiloxMultiplier1));
+  const __m256i w0 = _mm256_set1_epi32(int(kPhiloxKeyStep0)), w1 = _mm256_set1_epi32(int(kPhiloxKeyStep1));
+  for (int round = 0; round < kPhiloxRounds; ++round) {
     const __m256i even0 = _mm256_mul_epu32(m0, c0), odd0 = _mm256_mul_epu32(m0, _mm256_srli_epi64(c0, 32));
     const __m256i even1 = _mm256_mul_epu32(m1, c2), odd1 = _mm256_mul_epu32(m1, _mm256_srli_epi64(c2, 32));
     const __m256i lo0 = _mm256_blend_epi32(even0, _mm256_slli_epi64(odd0, 32), 0xAA);

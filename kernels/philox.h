@@ -19,15 +19,20 @@ ATTNRES_HD void mul_hi_lo(std::uint32_t a, std::uint32_t b, std::uint32_t& hi, s
   lo = std::uint32_t(product);
 }
 
-// Philox4x32-10 (Salmon et al., SC'11).
+// Philox4x32-10 (Salmon et al., SC'11): its round count, multipliers and key increments (the
+// host generator's AVX2 lanes, kernels/host_generator.cpp, run the same rounds).
+constexpr int kPhiloxRounds = 10;
+constexpr std::uint32_t kPhiloxMultiplier0 = 0xD2511F53u, kPhiloxMultiplier1 = 0xCD9E8D57u;
+constexpr std::uint32_t kPhiloxKeyStep0 = 0x9E3779B9u, kPhiloxKeyStep1 = 0xBB67AE85u;
+
 ATTNRES_HD Philox4x32 philox4x32_10(Philox4x32 counter, std::uint32_t key0, std::uint32_t key1) {
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < kPhiloxRounds; ++round) {
     std::uint32_t hi0, lo0, hi1, lo1;
-    mul_hi_lo(0xD2511F53u, counter.v[0], hi0, lo0);
-    mul_hi_lo(0xCD9E8D57u, counter.v[2], hi1, lo1);
+    mul_hi_lo(kPhiloxMultiplier0, counter.v[0], hi0, lo0);
+    mul_hi_lo(kPhiloxMultiplier1, counter.v[2], hi1, lo1);
     counter = Philox4x32{{hi1 ^ counter.v[1] ^ key0, lo1, hi0 ^ counter.v[3] ^ key1, lo0}};
-    key0 += 0x9E3779B9u;
-    key1 += 0xBB67AE85u;
+    key0 += kPhiloxKeyStep0;
+    key1 += kPhiloxKeyStep1;
   }
   return counter;
 }
