@@ -77,6 +77,11 @@ constexpr PolicyRow kPolicy[] = {
 
 }  // namespace
 
+std::int64_t ring_grid(std::int64_t tokens, int sms) {
+  const std::int64_t rows_per_cta = (tokens + sms - 1) / sms;
+  return (tokens + rows_per_cta - 1) / rows_per_cta;
+}
+
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden) {
   for (const PolicyRow& row : kPolicy)
     if (tokens <= row.max_tokens && num_blocks <= row.max_blocks)

@@ -50,6 +50,11 @@ std::vector<Plan> all_plans(int hidden);
 // The plan the native kernel launches.
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden);
 
+// CTAs of the ring's persistent grid for `tokens` >= 1 rows on `sms` SMs: as few as give every CTA
+// the same number of rows, ceil(tokens / sms), so no CTA finishes a row alone after the others
+// (T=4096 on 132 SMs: 128 CTAs of 32 rows, not 4 CTAs doing a 32nd row after 128 have done 31).
+std::int64_t ring_grid(std::int64_t tokens, int sms);
+
 // How the ring variant lays out its shared memory on a device with `sms` SMs and
 // `shared_optin_bytes` per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): rows per iteration (two
 // rows share one CTA-wide reduction where both rows' stages and stashed mixes fit, the source

@@ -4,15 +4,14 @@
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
 // versions tried and their numbers):
-//  - persistent grid, one CTA per SM, each CTA walks rows t = blockIdx.x, += gridDim.x;
+//  - persistent grid, at most one CTA per SM, each CTA walks rows t = blockIdx.x, += gridDim.x;
 //  - one producer warp streams every source row (prefix, delta, blocks) into a ring of
 //    shared-memory stages with bulk async copies (cp.async.bulk) completing on mbarriers,
 //    running ahead across row boundaries;
 //  - H/16 consumer threads each own two 16-byte vectors of the row. A row's stages stay
 //    resident: pass 1 takes every source's (dot with norm_weight*qk_weight, sum of squares),
-//    one transposed reduction and one named barrier give all logits at once, the online
-//    softmax normaliser (running max and sum in one sweep over the sources) gives the
-//    weights, pass 2 mixes and hands each stage back;
+//    one transposed reduction and one named barrier give all logits at once,
+//    native_device::softmax_weights the weights, pass 2 mixes and hands each stage back;
 //  - the source count is a template parameter (v10): the per-source loops are straight-line
 //    code, so the compiler overlaps one source's shared-memory reads with the previous
 //    source's arithmetic;
@@ -495,7 +494,7 @@ void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_lau
                                 1 + int(shape.has_delta) + shape.num_blocks),
                     false);
   cudaLaunchConfig_t launch{};
-  launch.gridDim = dim3(unsigned(std::min<std::int64_t>(shape.tokens, config.sms)));
+  launch.gridDim = dim3(unsigned(native::ring_grid(shape.tokens, config.sms)));
   launch.blockDim = dim3(unsigned(shape.hidden / kElemsPerThread + 32));
   launch.dynamicSmemBytes =
       std::size_t(layout->rows_per_iteration) * native_stash_bytes(shape.hidden) + std::size_t(layout->stages) * shape.hidden * sizeof(bf16_bits);

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "app/backend.h"
@@ -166,6 +168,25 @@ TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
   EXPECT_EQ(layout(4096, 7, true, 4096), "1x16");
   EXPECT_EQ(layout(4096, 8, true, 7168 + 512), "1x12");
   EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
+}
+
+// The ring's grid evens out the rows: the busiest CTA has as many rows as on a grid of every SM,
+// and one CTA fewer would give some CTA more.
+TEST(NativePlan, RingGridGivesEveryCtaTheSameRowCount) {
+  EXPECT_EQ(native::ring_grid(4096, 132), 128);  // 32 rows each, not 31 and a 32nd on 4 CTAs
+  EXPECT_EQ(native::ring_grid(16384, 132), 132);
+  EXPECT_EQ(native::ring_grid(320, 132), 107);   // 3 rows each (the last CTA 2)
+  EXPECT_EQ(native::ring_grid(133, 132), 67);
+  EXPECT_EQ(native::ring_grid(132, 132), 132);
+  EXPECT_EQ(native::ring_grid(1, 132), 1);
+  for (const int sms : {1, 78, 132, 148})
+    for (std::int64_t tokens = 1; tokens <= 5000; ++tokens) {
+      const std::int64_t grid = native::ring_grid(tokens, sms);
+      const std::int64_t busiest = (tokens + grid - 1) / grid;
+      ASSERT_LE(grid, std::min<std::int64_t>(tokens, sms)) << tokens << " rows on " << sms << " SMs";
+      ASSERT_EQ(busiest, (tokens + sms - 1) / sms) << tokens << " rows on " << sms << " SMs";
+      if (grid > 1) ASSERT_GT((tokens + grid - 2) / (grid - 1), busiest) << tokens << " rows on " << sms << " SMs";
+    }
 }
 
 TEST(Dispatch, Sm90WithItsImageGoesNative) {
