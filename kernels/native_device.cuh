@@ -69,24 +69,52 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
 
 // Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
 // norm_weight * qk_weight in l = base + s, its sum of squares in l = 16 + base + s): logit_s =
-// dot_s * rsqrt(mean(v_s^2) + eps), normalised online (running max and sum of exp(logit - max)
-// in one sweep over the sources).
+// dot_s * rsqrt(mean(v_s^2) + eps). Two ways, measured on the H200 (docs/native-kernel.md, s9):
+//  - every lane sweeps all sources, with a running max and sum (three special-function
+//    instructions per source in every lane, but a short dependency chain): faster up to 5 sources;
+//  - lane s takes source s (one rsqrt, one exp, one reciprocal per lane, xor butterflies for the
+//    max and the sum, the weights broadcast back): from kLaneSoftmaxMinSources on, where the
+//    sweep's special-function instructions were the longest step between a reduction and the mix.
+// Either way every lane of every warp and CTA of a row ends with the same bits (a butterfly's
+// pairwise max and sum are the same in every lane).
+constexpr int kLaneSoftmaxMinSources = 6;
+
 template <int kSources>
 __device__ __forceinline__ void softmax_weights(float total, int base, float inv_hidden, float eps,
                                                 float (&weight)[kSources]) {
-  float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
+  static_assert(kSources <= 16, "dot products and sums of squares share one 32-value reduction");
+  if constexpr (kSources >= kLaneSoftmaxMinSources) {
+    const int lane = threadIdx.x % 32;
+    const float dot = __shfl_sync(0xffffffffu, total, (base + lane) % 32);
+    const float squares = __shfl_sync(0xffffffffu, total, (16 + base + lane) % 32);
+    const bool is_source = lane < kSources;
+    const float logit = is_source ? dot * rsqrtf(squares * inv_hidden + eps) : -INFINITY;
+    float max_logit = logit;
 #pragma unroll
-  for (int src = 0; src < kSources; ++src) {
-    const float dot = __shfl_sync(0xffffffffu, total, base + src);
-    const float squares = __shfl_sync(0xffffffffu, total, 16 + base + src);
-    logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
-    const float new_max = fmaxf(max_logit, logit[src]);
-    weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
-    max_logit = new_max;
+    for (int width = 16; width > 0; width /= 2) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, width));
+    // fmaxf skips a NaN logit, but its exp, hence the sum and every weight, is NaN.
+    const float unnormalised = is_source ? __expf(logit - max_logit) : 0.f;
+    float sum = unnormalised;
+#pragma unroll
+    for (int width = 16; width > 0; width /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, width);
+    const float own_weight = unnormalised * (1.0f / sum);
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) weight[src] = __shfl_sync(0xffffffffu, own_weight, src);
+  } else {
+    float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) {
+      const float dot = __shfl_sync(0xffffffffu, total, base + src);
+      const float squares = __shfl_sync(0xffffffffu, total, 16 + base + src);
+      logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
+      const float new_max = fmaxf(max_logit, logit[src]);
+      weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
+      max_logit = new_max;
+    }
+    const float inv_sum = 1.0f / weight_sum;
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) weight[src] = __expf(logit[src] - max_logit) * inv_sum;
   }
-  const float inv_sum = 1.0f / weight_sum;
-#pragma unroll
-  for (int src = 0; src < kSources; ++src) weight[src] = __expf(logit[src] - max_logit) * inv_sum;
 }
 
 // Programmatic dependent launch. wait: nothing the previous kernel in the stream wrote is read
