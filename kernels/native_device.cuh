@@ -1,5 +1,5 @@
 // Device helpers shared by the native kernel's variants (kernels/native_sm90.cu,
-// kernels/native_split_sm90.cu, kernels/native_staged_sm90.cu).
+// kernels/native_split_sm90.cu).
 #pragma once
 #include <cstdint>
 
@@ -115,52 +115,6 @@ __device__ __forceinline__ void softmax_weights(float total, int base, float inv
 #pragma unroll
     for (int src = 0; src < kSources; ++src) weight[src] = __expf(logit[src] - max_logit) * inv_sum;
   }
-}
-
-// Shared-memory barriers and bulk async copies (cp.async.bulk), as the ring and staged variants use them.
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(std::uint64_t* bar, std::uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
-  std::uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred ready;\n"
-        " mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, ready;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// Every source row is read exactly once: evict-first keeps it from crowding L2.
-__device__ __forceinline__ std::uint64_t evict_first_policy() {
-  std::uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar,
-                                          std::uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
 }
 
 // Programmatic dependent launch. wait: nothing the previous kernel in the stream wrote is read

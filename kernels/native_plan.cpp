@@ -8,7 +8,7 @@ namespace attnres::native {
 
 std::string to_string(const Plan& plan) {
   if (plan.variant == Variant::ring) return "ring";
-  return fmt::format("{}/{}x{}", plan.variant == Variant::split ? "split" : "staged", plan.cluster, plan.vectors_per_thread);
+  return fmt::format("split/{}x{}", plan.cluster, plan.vectors_per_thread);
 }
 
 namespace {
@@ -26,18 +26,16 @@ int split_slots(const Plan& plan, int hidden) { return plan.cluster * split_thre
 
 std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden) {
   if (plan.variant == Variant::ring) return std::nullopt;
-  const char* const variant = plan.variant == Variant::split ? "split" : "staged";
   if (plan.cluster < 1 || plan.cluster > kSplitMaxCluster || (plan.cluster & (plan.cluster - 1)) != 0)
-    return fmt::format("{} clusters are 1, 2, 4 or 8 CTAs, got {}", variant, plan.cluster);
+    return fmt::format("split clusters are 1, 2, 4 or 8 CTAs, got {}", plan.cluster);
   if (plan.vectors_per_thread < 1 || plan.vectors_per_thread > kSplitMaxVectorsPerThread)
-    return fmt::format("{} threads own 1 or 2 vectors per source, got {}", variant, plan.vectors_per_thread);
+    return fmt::format("split threads load 1 or 2 vectors per source, got {}", plan.vectors_per_thread);
   const int vectors = hidden / kElementsPerVector;
   if (vectors % (plan.cluster * plan.vectors_per_thread) != 0)
     return fmt::format("{}: hidden_size {} does not split evenly", to_string(plan), hidden);
-  const int max_threads = plan.variant == Variant::split ? kSplitMaxThreads : kStagedMaxThreads;
-  if (split_threads(plan, hidden) > max_threads)
+  if (split_threads(plan, hidden) > kSplitMaxThreads)
     return fmt::format("{}: hidden_size {} needs {} threads per CTA, more than {}", to_string(plan), hidden,
-                       split_threads(plan, hidden), max_threads);
+                       split_threads(plan, hidden), kSplitMaxThreads);
   if (split_slots(plan, hidden) > 32)
     return fmt::format("{}: hidden_size {} gives {} warps per row, more than 32", to_string(plan), hidden,
                        split_slots(plan, hidden));
@@ -46,12 +44,11 @@ std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden)
 
 std::vector<Plan> all_plans(int hidden) {
   std::vector<Plan> plans{Plan{}};
-  for (const Variant variant : {Variant::split, Variant::staged})
-    for (int cluster = 1; cluster <= kSplitMaxCluster; cluster *= 2)
-      for (int vectors = 1; vectors <= kSplitMaxVectorsPerThread; ++vectors) {
-        const Plan plan{variant, cluster, vectors};
-        if (!plan_unsupported_reason(plan, hidden)) plans.push_back(plan);
-      }
+  for (int cluster = 1; cluster <= kSplitMaxCluster; cluster *= 2)
+    for (int vectors = 1; vectors <= kSplitMaxVectorsPerThread; ++vectors) {
+      const Plan plan{Variant::split, cluster, vectors};
+      if (!plan_unsupported_reason(plan, hidden)) plans.push_back(plan);
+    }
   return plans;
 }
 

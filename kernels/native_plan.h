@@ -17,32 +17,26 @@ enum class Variant {
   // the row issued up front into registers; partial logits and the output norm's sum of
   // squares exchanged through distributed shared memory: the small-T kernel.
   split,
-  // The split variant's row-per-cluster shape with every load of the row a bulk copy into shared
-  // memory (one per source and CTA, all in flight at once) instead of registers: few registers,
-  // so CTAs of several rows share an SM and one row's arithmetic overlaps the next one's loads;
-  // pass 1 takes each source as its copy lands: the mid-T kernel.
-  staged,
 };
 
 struct Plan {
   Variant variant = Variant::ring;
-  int cluster = 1;             // split, staged: CTAs per row
-  int vectors_per_thread = 1;  // split, staged: 16-byte vectors of each source a thread owns
+  int cluster = 1;             // split: CTAs per row
+  int vectors_per_thread = 1;  // split: 16-byte vectors of each source a thread loads
   bool operator==(const Plan& other) const {
     return variant == other.variant && cluster == other.cluster && vectors_per_thread == other.vectors_per_thread;
   }
 };
 
-// "ring", "split/8x1" (cluster of 8, one vector per thread), "staged/2x1".
+// "ring", "split/8x1" (cluster of 8, one vector per thread).
 std::string to_string(const Plan& plan);
 
 constexpr int kSplitMaxThreads = 512;
-constexpr int kStagedMaxThreads = 1024;  // its registers hold no loads: a whole row fits one CTA
 constexpr int kSplitMaxCluster = 8;  // the portable limit (16 measured no faster at T=1: docs/native-kernel.md)
 constexpr int kSplitMaxVectorsPerThread = 2;
 
-// Threads per CTA of a split or staged plan: the slice's vectors over vectors_per_thread, rounded
-// up to whole warps (the threads past the slice take part in the reductions with zeros).
+// Threads per CTA of a split plan: the slice's vectors over vectors_per_thread, rounded up to
+// whole warps (the threads past the slice take part in the reductions with zeros).
 int split_threads(const Plan& plan, int hidden);
 // Warps of every CTA of a row together: the partials each CTA sums (at most 32).
 int split_slots(const Plan& plan, int hidden);
@@ -50,7 +44,7 @@ int split_slots(const Plan& plan, int hidden);
 // Why `plan` cannot run this hidden size (one the native kernel supports), if it cannot.
 std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden);
 
-// Every plan that can run this hidden size: the ring and each legal split and staged plan.
+// Every plan that can run this hidden size: the ring and each legal split.
 std::vector<Plan> all_plans(int hidden);
 
 // The plan the native kernel launches.

@@ -1,7 +1,6 @@
 // Native AttnRes kernel for Hopper (sm_90a) and Blackwell (sm_100a): launch_native and the
 // ring variant, the large-T one (version 12; the small-T split variant is in
-// native_split_sm90.cu, the mid-T staged one in native_staged_sm90.cu, and native::choose_plan
-// picks between them).
+// native_split_sm90.cu, and native::choose_plan picks between them).
 // Rows of prefix, delta and output are taken as exactly H apart (as in the Kimi K3 op), so
 // launch_native runs the shared layout guard first. Design (docs/native-kernel.md has the
 // versions tried and their numbers):
@@ -44,12 +43,6 @@
 namespace attnres {
 namespace {
 
-using native_device::bulk_load;
-using native_device::evict_first_policy;
-using native_device::mbar_arrive;
-using native_device::mbar_arrive_expect_tx;
-using native_device::mbar_init;
-using native_device::mbar_wait;
 using native_device::pack;
 using native_device::unpack;
 using native_device::warp_transpose_sum;
@@ -60,6 +53,51 @@ constexpr int kVecsPerThread = native::kVectorsPerThread;
 constexpr int kElemsPerThread = kVec * kVecsPerThread;
 constexpr int kConsumerBarrier = 1;  // named barrier id; 0 is __syncthreads
 constexpr int kNativeMaxThreads = native::kMaxHidden / kElemsPerThread + 32;
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, std::uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
+  std::uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred ready;\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, ready;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Every source row is read exactly once: evict-first keeps it from crowding L2.
+__device__ __forceinline__ std::uint64_t evict_first_policy() {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar,
+                                          std::uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
 
 __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(kConsumerBarrier), "r"(threads) : "memory");
@@ -482,14 +520,10 @@ void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, 
   if (const std::optional<std::string> why = native::plan_unsupported_reason(plan, args.shape.hidden))
     throw std::invalid_argument(*why);
   if (args.shape.tokens == 0) return;
-  switch (plan.variant) {
-    case native::Variant::ring:
-      return launch_native_ring(args, options.programmatic_dependent_launch, stream);
-    case native::Variant::split:
-      return launch_native_split(args, plan, options.programmatic_dependent_launch, stream);
-    case native::Variant::staged:
-      return launch_native_staged(args, plan, options.programmatic_dependent_launch, stream);
-  }
+  if (plan.variant == native::Variant::ring)
+    launch_native_ring(args, options.programmatic_dependent_launch, stream);
+  else
+    launch_native_split(args, plan, options.programmatic_dependent_launch, stream);
 }
 
 }  // namespace attnres

@@ -19,7 +19,5 @@ inline cudaLaunchAttribute programmatic_serialization() {
 void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream);
 void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
                          cudaStream_t stream);
-void launch_native_staged(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
-                          cudaStream_t stream);
 
 }  // namespace attnres

@@ -110,8 +110,8 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring");
 }
 
-// Whatever the problem, the policy's plan is one the kernel can run: whole warps, at most the
-// variant's threads, at most 32 partial slots per row, and the slices of a row tile H exactly.
+// Whatever the problem, the policy's plan is one the kernel can run: whole warps, at most 512
+// threads, at most 32 partial slots per row, and the slices of a row tile H exactly.
 TEST(NativePlan, EveryChoiceFitsEverySupportedShape) {
   for (int hidden = native::kHiddenMultiple; hidden <= native::kMaxHidden; hidden += native::kHiddenMultiple)
     for (std::int64_t tokens = 0; tokens <= 600; ++tokens)
@@ -121,7 +121,7 @@ TEST(NativePlan, EveryChoiceFitsEverySupportedShape) {
         if (plan.variant == native::Variant::ring) continue;
         const int threads = native::split_threads(plan, hidden);
         EXPECT_EQ(threads % 32, 0);
-        EXPECT_LE(threads, plan.variant == native::Variant::split ? native::kSplitMaxThreads : native::kStagedMaxThreads);
+        EXPECT_LE(threads, native::kSplitMaxThreads);
         EXPECT_LE(native::split_slots(plan, hidden), 32);
         const int owners = hidden / native::kElementsPerVector / plan.cluster / plan.vectors_per_thread;
         EXPECT_GT(threads, owners - 32);
@@ -135,9 +135,7 @@ TEST(NativePlan, IllegalPlansAreNamed) {
   EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 16, 1}, 7168).value(),
             "split clusters are 1, 2, 4 or 8 CTAs, got 16");
   EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 2, 3}, 7168).value(),
-            "split threads own 1 or 2 vectors per source, got 3");
-  EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::staged, 3, 1}, 7168).value(),
-            "staged clusters are 1, 2, 4 or 8 CTAs, got 3");
+            "split threads load 1 or 2 vectors per source, got 3");
   EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 1, 1}, 7680).value(),
             "split/1x1: hidden_size 7680 needs 960 threads per CTA, more than 512");
   EXPECT_EQ(native::plan_unsupported_reason(Plan{Variant::split, 8, 1}, 96).value(),
@@ -147,12 +145,8 @@ TEST(NativePlan, IllegalPlansAreNamed) {
   std::vector<std::string> names;
   for (const Plan& plan : native::all_plans(7168)) names.push_back(native::to_string(plan));
   EXPECT_EQ(names, (std::vector<std::string>{"ring", "split/1x2", "split/2x1", "split/2x2", "split/4x1", "split/4x2",
-                                             "split/8x1", "split/8x2", "staged/1x1", "staged/1x2", "staged/2x1",
-                                             "staged/2x2", "staged/4x1", "staged/4x2", "staged/8x1", "staged/8x2"}));
-  EXPECT_EQ(native::all_plans(512).size(), 17u);  // split/1x1 fits there too
-  // A staged CTA holds no loads in registers: a whole row of the largest hidden size is one CTA.
-  EXPECT_EQ(native::split_threads(Plan{Variant::staged, 1, 1}, 7680), 960);
-  EXPECT_FALSE(native::plan_unsupported_reason(Plan{Variant::staged, 1, 1}, 7680));
+                                             "split/8x1", "split/8x2"}));
+  EXPECT_EQ(native::all_plans(512).size(), 9u);  // split/1x1 fits there too
 }
 
 // The ring's shared-memory layout on an H200 (132 SMs, 227 KiB opt-in, of which 8 KiB are kept for
