@@ -127,7 +127,7 @@ class ObjectReader {
     if (std::find(allowed.begin(), allowed.end(), got) == allowed.end()) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
-      fail(key, fmt::format("must be one of {}, got \"{}\"", list, got));
+      fail(key, fmt::format("must be one of {}, got {}", list, quoted_literal(got)));
     }
     return got;
   }
@@ -329,7 +329,7 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
   spec.pointer = pointer;
   spec.name = r.string("name");
   if (spec.name.empty() || spec.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
-    r.fail("name", fmt::format("must be non-empty letters, digits, '.', '_' or '-', got \"{}\"", spec.name));
+    r.fail("name", fmt::format("must be non-empty letters, digits, '.', '_' or '-', got {}", quoted_literal(spec.name)));
   spec.description = r.string("description", "");
 
   const std::int64_t tokens = r.integer("T");

@@ -69,7 +69,7 @@ json parse_json_strict(std::string_view text) {
         Frame& top = frames.back();
         top.key = parsed.get<std::string>();
         if (!top.keys.insert(top.key).second)
-          throw JsonInputError(pointer_of(frames, top.key), fmt::format("key \"{}\" given twice", valid_utf8(top.key)));
+          throw JsonInputError(pointer_of(frames, top.key), fmt::format("key {} given twice", quoted_literal(top.key)));
         break;
       }
       case json::parse_event_t::object_end:
@@ -127,5 +127,38 @@ std::string valid_utf8(std::string_view text) {
   }
   return out;
 }
+
+namespace {
+
+std::string escape_controls(std::string_view text, bool in_quotes) {
+  const std::string valid = valid_utf8(text);
+  std::string out;
+  out.reserve(valid.size() + 2);
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(valid[i]);
+    // A C1 control is U+0080..U+009F, in UTF-8 0xC2 0x80..0x9F.
+    const bool c1 = byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) <= 0x9F;
+    const bool keep_whitespace = !in_quotes && (byte == '\n' || byte == '\t');
+    if (c1) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
+    } else if ((byte < 0x20 || byte == 0x7F) && !keep_whitespace) {
+      if (in_quotes && byte == '\n') out += "\\n";
+      else if (in_quotes && byte == '\t') out += "\\t";
+      else out += fmt::format("\\u{:04x}", byte);
+    } else if (in_quotes && (byte == '"' || byte == '\\')) {
+      out += '\\';
+      out += char(byte);
+    } else {
+      out += char(byte);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) { return escape_controls(text, false); }
+
+std::string quoted_literal(std::string_view text) { return "\"" + escape_controls(text, true) + "\""; }
 
 }  // namespace attnres

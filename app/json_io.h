@@ -32,6 +32,14 @@ std::string dump_json(const nlohmann::json& value, int indent = -1);
 // `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD.
 std::string valid_utf8(std::string_view text);
 
+// `text` safe to print: valid UTF-8, with every control character except newline and tab (C0,
+// DEL and C1: a NUL ends a C string, an ESC sequence rewrites the terminal) written as \u00XX.
+std::string printable(std::string_view text);
+
+// `text` as a JSON string literal, in double quotes, every control character escaped: how a
+// message echoes a value taken from someone else's file or kernel.
+std::string quoted_literal(std::string_view text);
+
 // A whole input file, read only when it holds at most `max_bytes`; else `error` says why
 // ("cannot read file: ...", "N bytes; <kind> are limited to M bytes").
 struct BoundedFile {

@@ -9,14 +9,18 @@
 #include "app/case_spec.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/json_io.h"
 
 namespace {
+
+// Length-counted: a message holds whatever bytes it holds, and a NUL must not end the output.
+void write_out(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
 void print_notes(const std::string& notes) {
   std::size_t start = 0;
   while (start < notes.size()) {
     const std::size_t end = notes.find('\n', start);
-    std::fprintf(stderr, "attnres-check: %s\n", notes.substr(start, end - start).c_str());
+    std::fprintf(stderr, "attnres-check: %s\n", attnres::printable(notes.substr(start, end - start)).c_str());
     if (end == std::string::npos) break;
     start = end + 1;
   }
@@ -29,7 +33,7 @@ int main(int argc, char** argv) {
   try {
     Invocation invocation = parse(std::vector<std::string>(argv + 1, argv + argc));
     if (!invocation.help.empty()) {
-      std::fputs(invocation.help.c_str(), stdout);
+      write_out(invocation.help);
       return kExitOk;
     }
     invocation.color = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
@@ -43,22 +47,22 @@ int main(int argc, char** argv) {
     // Each case's rows as soon as it is judged, the progress line cleared first.
     const TextSink stream = [live_progress](const std::string& text) {
       if (live_progress) std::fputs("\r\033[K", stderr);
-      std::fputs(text.c_str(), stdout);
+      write_out(text);
       std::fflush(stdout);
     };
     const CommandOutput output = execute(invocation, progress, stream);
     if (live_progress) std::fputs("\r\033[K", stderr);
     print_notes(output.notes);
-    std::fputs(output.text.c_str(), stdout);
+    write_out(output.text);
     return output.exit_code;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "attnres-check: %s\n", e.what());
+    std::fprintf(stderr, "attnres-check: %s\n", printable(e.what()).c_str());
     return kExitBadInput;
   } catch (const CaseParseError& e) {
-    std::fprintf(stderr, "attnres-check: %s\n", e.what());
+    std::fprintf(stderr, "attnres-check: %s\n", printable(e.what()).c_str());
     return kExitBadInput;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attnres-check: %s\n", e.what());
+    std::fprintf(stderr, "attnres-check: %s\n", printable(e.what()).c_str());
     return kExitUnmet;
   }
 }

@@ -38,7 +38,7 @@ Part read_part(const std::string& path) {
     char slash = 0, extra = 0;
     if (std::sscanf(shard.c_str(), "%d%c%d%c", &part.shard, &slash, &part.shards, &extra) != 3 || slash != '/' ||
         part.shards < 1 || part.shard < 1 || part.shard > part.shards)
-      bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got \"{}\"", shard));
+      bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got {}", quoted_literal(shard)));
   }
   return part;
 }

@@ -79,8 +79,9 @@ std::string one_line(const std::string& text, std::size_t width) {
 }  // namespace
 
 std::string table_header(const RunContext& context) {
-  return fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend, context.device,
-                     fmt::join(context.native_images, ", "), context.kernel) +
+  // A merged run's context comes from report files: printable, like every field from a file.
+  return printable(fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend,
+                               context.device, fmt::join(context.native_images, ", "), context.kernel)) +
          fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "kernel", "max-abs", "mismatched");
 }
 
@@ -96,11 +97,11 @@ std::string table_rows(const CaseResult& r, const TableStyle& style) {
   }
   const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
   std::string out = fmt::format("{}{}{} {:<44} {:<9} {:>10} {:>14}\n", style.color ? color_of(r.disposition) : "", verdict,
-                                reset, r.name, r.kernel, max_abs, mismatched);
+                                reset, printable(r.name), printable(r.kernel), max_abs, mismatched);
   // Why a case went the way it did is worth a line where it did not meet its expectation.
   if (!met || style.verbosity == Verbosity::verbose) {
-    out += fmt::format("  {}why: {}{}\n", dim, r.dispatch_reason.empty() ? r.detail : r.dispatch_reason, reset);
-    out += fmt::format("  {}\n", r.detail);
+    out += fmt::format("  {}why: {}{}\n", dim, printable(r.dispatch_reason.empty() ? r.detail : r.dispatch_reason), reset);
+    out += fmt::format("  {}\n", printable(r.detail));
   }
   if (style.timings) {
     const PhaseTimes& p = r.timings;
@@ -115,15 +116,15 @@ std::string table_footer(const std::vector<CaseResult>& results, const std::vect
   const char* red = style.color ? "\033[31m" : "";
   const char* reset = style.color ? "\033[0m" : "";
   std::string out;
-  for (const CaseLoadError& e : load_errors) out += fmt::format("{}{:<21}{} {}\n", red, "bad-case", reset, e.to_string());
+  for (const CaseLoadError& e : load_errors) out += fmt::format("{}{:<21}{} {}\n", red, "bad-case", reset, printable(e.to_string()));
   // pytest's short summary: every case that did not meet its expectation, one line each.
   std::string unmet;
   for (const CaseResult& r : results)
     if (!meets_expectation(r.disposition))
       unmet += fmt::format("  {}{:<21}{} {} (seed {}): {}\n", style.color ? color_of(r.disposition) : "",
-                           to_string(r.disposition), reset, r.name, r.seed, one_line(r.detail, 160));
+                           to_string(r.disposition), reset, printable(r.name), r.seed, printable(one_line(r.detail, 160)));
   for (const CaseLoadError& e : load_errors)
-    unmet += fmt::format("  {}{:<21}{} {}\n", red, "bad-case", reset, one_line(e.to_string(), 160));
+    unmet += fmt::format("  {}{:<21}{} {}\n", red, "bad-case", reset, printable(one_line(e.to_string(), 160)));
   if (!unmet.empty()) out += "not meeting their expectations:\n" + unmet;
   out += summary_line(summarize(results, load_errors)) + "\n";
   return out;

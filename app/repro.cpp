@@ -331,7 +331,7 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const
     const CaseResult after = run_case(current, backend, guarded);
     if (before.rejection == original_spec.expected_message && after.rejection && *after.rejection != current.expected_message) {
       current.expected_message = *after.rejection;
-      out.log += fmt::format("  expected message updated to the shrunk layout's: \"{}\"\n", current.expected_message);
+      out.log += fmt::format("  expected message updated to the shrunk layout's: {}\n", quoted_literal(current.expected_message));
     }
   }
   current.name += "-shrunk";

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "app/json_io.h"
 #include "kernels/checked_size.h"
 #include "kernels/cuda_check.h"
 #include "kernels/kernel_entry.h"
@@ -46,7 +47,7 @@ void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, Cas
     result.detail = "rejected: " + message;
   } else if (!spec.expected_message.empty() && spec.expected_message != message) {
     result.disposition = Disposition::unexpected_rejection;
-    result.detail = fmt::format("rejected with another message: got \"{}\", expected \"{}\"", message, spec.expected_message);
+    result.detail = fmt::format("rejected with another message: got {}, expected {}", quoted_literal(message), quoted_literal(spec.expected_message));
   } else {
     result.disposition = Disposition::rejected_as_expected;
     result.detail = message;

@@ -126,7 +126,7 @@ SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, con
     if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw fail(field + "/dtype", "missing or not a string");
     t.dtype = entry["dtype"].get<std::string>();
     const int element_size = dtype_size(t.dtype);
-    if (!element_size) throw fail(field + "/dtype", fmt::format("unknown dtype \"{}\"", valid_utf8(t.dtype)));
+    if (!element_size) throw fail(field + "/dtype", fmt::format("unknown dtype {}", quoted_literal(t.dtype)));
     if (!entry.contains("shape") || !entry["shape"].is_array()) throw fail(field + "/shape", "missing or not a list");
     CheckedSize elements = 1;
     for (const json& d : entry["shape"]) {
@@ -262,7 +262,7 @@ View view_of(const SafetensorsFile& file, const SafetensorEntry& entry, const st
     const std::optional<std::int64_t> offset = parse_count(it->second);
     if (!offset)
       throw fail(entry.name + ".storage_offset",
-                 fmt::format("must be a decimal integer in [0, 2^63), got \"{}\"", valid_utf8(it->second)));
+                 fmt::format("must be a decimal integer in [0, 2^63), got {}", quoted_literal(it->second)));
     view.offset = *offset;
   }
   return view;
@@ -359,8 +359,8 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
       // mix64sum, or the FNV-1a 64 of files written by earlier versions.
       const bool fnv = stored->second.rfind("fnv1a64:", 0) == 0;
       if (!fnv && stored->second.rfind("mix64sum:", 0) != 0)
-        throw fail(field, fmt::format("\"{}\" is not a checksum this tool knows (mix64sum:<hex> or fnv1a64:<hex>)",
-                                      valid_utf8(stored->second)));
+        throw fail(field, fmt::format("{} is not a checksum this tool knows (mix64sum:<hex> or fnv1a64:<hex>)",
+                                      quoted_literal(stored->second)));
       Fnv1a64 hash;
       std::uint64_t sum = 0;
       for (std::int64_t row = 0; row < s->layout.rows(); ++row) {

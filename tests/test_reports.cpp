@@ -126,6 +126,25 @@ TEST(Reports, AReportReadsBackAsWritten) {
 }
 
 // merge joins the reports of --shard k/n jobs into the report of one unsharded run.
+// A merged report is a file from someone else: its names, details and context reach the
+// terminal, so no control character in them may.
+TEST(Reports, TableEscapesControlCharactersFromReportFields) {
+  std::vector<CaseResult> results = sample();
+  results[1].name = "evil\x1b[2J";
+  results[1].kernel = "so:\x1b]0;t\x07";
+  results[1].detail = std::string("a\0b\x1b[31m", 8);
+  const RunContext context{"cpu\x1b[1m", "dev\xC2\x9B", {"sm_90a"}, "run cases"};
+  const std::string table = format_table(results, {{"c\x1b.json", "/T", "x"}}, context, TableStyle{});
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_EQ(table.find('\0'), std::string::npos);
+  EXPECT_EQ(table.find("\xC2\x9B"), std::string::npos);
+  EXPECT_NE(table.find("backend cpu\\u001b[1m, device dev\\u009b"), std::string::npos) << table;
+  EXPECT_NE(table.find("evil\\u001b[2J"), std::string::npos);
+  EXPECT_NE(table.find("so:\\u001b]0;t\\u0007"), std::string::npos);
+  EXPECT_NE(table.find("a\\u0000b\\u001b[31m"), std::string::npos);
+  EXPECT_NE(table.find("c\\u001b.json: /T: x"), std::string::npos);
+}
+
 TEST(Merge, ShardReportsJoinIntoTheUnshardedRunInCaseOrder) {
   testing::TempDir dir;
   const std::string cases = testing::source_path("cases/public.json"), guard = testing::source_path("cases/guard.json");

@@ -294,6 +294,30 @@ TEST(UntrustedCaseFiles, NonUtf8PathsGiveValidJsonAndJunit) {
   EXPECT_EQ(r["summary"]["met_expectation"], 1);
 }
 
+TEST(UntrustedCaseFiles, ControlCharactersAreEscapedAndTheSummaryStillPrints) {
+  TempDir dir;
+  json hostile = small_case_json("hostile");
+  hostile["kernel"] = std::string("x\0\x1b[2J", 6);
+  dir.file("cases/a\x1b]0;title\x07.json", hostile.dump());
+  dir.file("cases/good.json", small_case_json("good").dump());
+  const CommandOutput out = run_cli({"run", (dir.path() / "cases").string(), "--backend", "cpu"});
+  EXPECT_EQ(out.exit_code, kExitBadInput);
+  EXPECT_NE(out.text.find("a\\u001b]0;title\\u0007.json: /kernel: must be one of"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("got \"x\\u0000\\u001b[2J\""), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find('\0'), std::string::npos);
+  EXPECT_EQ(out.text.find('\x1b'), std::string::npos);
+  EXPECT_NE(out.text.find("1 case, 1 passed, 1 bad case-file entry"), std::string::npos) << out.text;
+}
+
+TEST(Utf8, ControlCharactersArePrintableAndQuoted) {
+  EXPECT_EQ(printable("a\x1b[2Jb\n\tc\x7f"), "a\\u001b[2Jb\n\tc\\u007f");
+  EXPECT_EQ(printable("\xC2\x9B" "1m \xC2\xA0"), "\\u009b1m \xC2\xA0");  // C1 CSI escaped, no-break space kept
+  EXPECT_EQ(printable("bad\xff"), "bad\xEF\xBF\xBD");
+  EXPECT_EQ(quoted_literal(std::string("x\0y", 3)), "\"x\\u0000y\"");
+  EXPECT_EQ(quoted_literal("a\"b\\c\nd\te"), "\"a\\\"b\\\\c\\nd\\te\"");
+  EXPECT_EQ(quoted_literal("Kimi K3 AttnRes requires densely packed rows"), "\"Kimi K3 AttnRes requires densely packed rows\"");
+}
+
 TEST(Utf8, InvalidSequencesAreReplaced) {
   EXPECT_EQ(valid_utf8("plain"), "plain");
   EXPECT_EQ(valid_utf8("\xC3\xA9"), "\xC3\xA9");                  // é stays
