@@ -333,9 +333,9 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
   spec.description = r.string("description", "");
 
   const std::int64_t tokens = r.integer("T");
-  if (tokens < 0 || tokens > (std::int64_t(1) << 31)) r.fail("T", fmt::format("must be in [0, 2^31], got {}", tokens));
+  if (tokens < 0 || tokens > kMaxTokens) r.fail("T", fmt::format("must be in [0, 2^31], got {}", tokens));
   const std::int64_t hidden = r.integer("H");
-  if (hidden < 8 || hidden > 65536 || hidden % 8 != 0)
+  if (hidden < 8 || hidden > kMaxHidden || hidden % 8 != 0)
     r.fail("H", fmt::format("must be a multiple of 8 in [8, 65536], got {}", hidden));
   const std::int64_t max_blocks = r.integer("max_blocks");
   if (max_blocks < 0 || max_blocks > 64) r.fail("max_blocks", fmt::format("must be in [0, 64], got {}", max_blocks));

@@ -6,14 +6,29 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/install_paths.h"
 #include <fmt/format.h>
+
+#include "app/install_paths.h"
+#include "kernels/problem.h"
 
 namespace attnres {
 
 namespace {
 
 void add_kernel_options(CLI::App* command, BackendOptions& options);
+
+// A seed must come back exactly as a report printed it: CLI11's own conversion wraps "-1" and
+// saturates 2^64 and up to 2^64 - 1 without a word, which would reproduce a different case.
+const CLI::Validator kDecimalSeed(
+    [](const std::string& text) -> std::string {
+      std::uint64_t value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (text.empty() || error != std::errc() || stop != end)
+        return fmt::format("expected a decimal seed in [0, 2^64), got \"{}\"", text);
+      return "";
+    },
+    "SEED");
 
 void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--device", options.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
@@ -140,7 +155,8 @@ Invocation parse(const std::vector<std::string>& args) {
                   "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
   VerbosityFlags run_verbosity;
   add_verbosity_flags(run, run_verbosity);
-  run->add_option("--seed", inv.run.seed, "generate every case's inputs from this seed instead of its own");
+  run->add_option("--seed", inv.run.seed, "generate every case's inputs from this seed instead of its own")
+      ->check(kDecimalSeed);
   run->add_option("--repeat", inv.run.repeat,
                   "run each case N times: with its own seed (or --seed), then with fresh seeds, each recorded in the "
                   "results")
@@ -231,13 +247,14 @@ Invocation parse(const std::vector<std::string>& args) {
   explore->add_option("--budget", inv.explore.budget, "trials before giving up (exit 0: nothing went wrong)")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
-  explore->add_option("--seed", inv.explore.seed, "the exploration's seed (default: fresh, printed)");
+  explore->add_option("--seed", inv.explore.seed, "the exploration's seed (default: fresh, printed)")
+      ->check(kDecimalSeed);
   explore->add_option("--out", inv.explore.out_dir, "where the finding's repro bundle goes (default explore-<trial>)");
   explore->add_flag("--force", inv.explore.force, "empty the bundle directory first if it holds anything");
   explore->add_flag("--no-layout-guard", inv.explore.no_layout_guard, "run the native kernel without its stride guard");
   explore->add_option("--max-tokens", inv.explore.max_tokens, "largest T drawn")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   explore->add_option("--max-hidden", inv.explore.max_hidden, "largest H drawn (a multiple of 8)")
-      ->check(CLI::Range(8, 65536))
+      ->check(CLI::Range(8, kMaxHidden))
       ->capture_default_str();
   add_backend_options(explore, inv.backend);
   add_budget_options(explore, budget);
@@ -285,10 +302,11 @@ Invocation parse(const std::vector<std::string>& args) {
   if (inv.command == Command::mutants && inv.mutants.paths.empty()) inv.mutants.paths.push_back(bundled_cases_directory());
   if (inv.command == Command::bench) {
     for (auto t : inv.bench.tokens)
-      if (t < 1) throw UsageError("--tokens: every value must be >= 1");
+      if (t < 1 || t > kMaxTokens) throw UsageError("--tokens: every value must be in [1, 2^31]");
     for (int b : inv.bench.blocks)
       if (b < 0 || b > 64) throw UsageError("--blocks: every value must be in [0, 64]");
-    if (inv.bench.hidden < 8 || inv.bench.hidden % 8) throw UsageError("--hidden: must be a multiple of 8");
+    if (inv.bench.hidden < 8 || inv.bench.hidden > kMaxHidden || inv.bench.hidden % 8)
+      throw UsageError("--hidden: must be a multiple of 8 in [8, 65536]");
   }
   return inv;
 }

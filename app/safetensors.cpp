@@ -303,7 +303,7 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   const View prefix_view = view_of(file_, file_.tensors[prefix], path);
   if (prefix_view.shape.size() != 2) throw fail("prefix", fmt::format("expected shape [T, H], got {}", shape_text(prefix_view.shape)));
   const std::int64_t tokens = prefix_view.shape[0], hidden = prefix_view.shape[1];
-  if (tokens < 0 || tokens > (std::int64_t(1) << 31) || hidden < 8 || hidden % 8 || hidden > 65536)
+  if (tokens < 0 || tokens > kMaxTokens || hidden < 8 || hidden % 8 || hidden > kMaxHidden)
     throw fail("prefix", fmt::format("shape {} needs T in [0, 2^31] and H a multiple of 8 in [8, 65536]", shape_text(prefix_view.shape)));
   const std::size_t blocks = require("blocks");
   const View blocks_view = view_of(file_, file_.tensors[blocks], path);

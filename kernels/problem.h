@@ -7,6 +7,10 @@
 
 namespace attnres {
 
+// The sizes this tool accepts from a case file, a safetensors file or the command line.
+constexpr std::int64_t kMaxTokens = std::int64_t(1) << 31;
+constexpr int kMaxHidden = 65536;
+
 struct AttnResShape {
   std::int64_t tokens = 0;
   int hidden = 0;

@@ -68,6 +68,10 @@ TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({"run", "x", "--bogus"}), UsageError);
   EXPECT_THROW(parse({"run", "x", "--backend", "tpu"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "0"}), UsageError);
+  EXPECT_THROW(parse({"bench", "--tokens", "2147483649"}), UsageError);
+  EXPECT_THROW(parse({"bench", "--tokens", "99999999999999999999"}), UsageError);
+  EXPECT_EQ(parse({"bench", "--tokens", "2147483648"}).bench.tokens, std::vector<std::int64_t>{std::int64_t(1) << 31});
+  EXPECT_THROW(parse({"bench", "--hidden", "65544"}), UsageError);
   EXPECT_FALSE(parse({"run", "--help"}).help.empty());
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}), UsageError);
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model", "x"}), UsageError);
@@ -161,6 +165,13 @@ TEST(Cli, SeedOverridesAndRepeatsRecordTheirSeeds) {
   // Another seed is other inputs.
   EXPECT_NE(r["cases"][0]["input_checksums"]["prefix"], r["cases"][1]["input_checksums"]["prefix"]);
   EXPECT_THROW(parse({"run", "x", "--repeat", "0"}), UsageError);
+  // The largest seed a report can print is taken exactly; nothing is wrapped or saturated.
+  EXPECT_EQ(parse({"run", "x", "--seed", "18446744073709551615"}).run.seed, 18446744073709551615u);
+  EXPECT_EQ(parse({"explore", "--seed", "0"}).explore.seed, 0u);
+  for (const char* bad : {"-1", "18446744073709551616", "99999999999999999999", "1e3", "0x10", "7 ", ""}) {
+    EXPECT_THROW(parse({"run", "x", "--seed", bad}), UsageError) << bad;
+    EXPECT_THROW(parse({"explore", "--seed", bad}), UsageError) << bad;
+  }
 }
 
 TEST(Cli, ListSaysWhatWouldRunEachCaseAndRunsNothing) {
