@@ -168,6 +168,11 @@ Invocation parse(const std::vector<std::string>& args) {
   run->add_flag("--in-process", inv.run.in_process,
                 "run an external kernel in this process rather than a worker process (for a debugger; a crash "
                 "then ends the run)");
+  run->add_option("--timeout", inv.run.timeout_seconds,
+                  "seconds a case run in a worker process (an external kernel, --devices) may take before the worker "
+                  "is killed and the case is an error, so a kernel that hangs costs only its case; 0: no limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   std::string devices;
   run->add_option("--devices", devices,
                   "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "

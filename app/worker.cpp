@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -170,6 +171,13 @@ class Worker {
   bool read_more() { return reader_->read_more(); }
   bool request(std::size_t index) { return send_all(socket_, fmt::format("{}\n", index)); }
 
+  // Ends a child that gives no answer.
+  void kill() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    close_socket();
+    reap();
+  }
+
   // How the child ended ("was killed by signal 11 (Segmentation fault)"), waiting for it.
   std::string ending() {
     close_socket();
@@ -252,6 +260,7 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
     finish(slot, std::move(r));
   };
   auto ask = [&](Slot& slot) {
+    slot.start = std::chrono::steady_clock::now();  // the worker's start-up had a deadline of its own
     if (!slot.worker->request(*slot.running))
       lost(slot, fmt::format("the worker process running this case {}; a new worker runs the remaining cases", slot.worker->ending()));
   };
@@ -309,13 +318,35 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
         owners.push_back(&slot);
       }
     if (waiting.empty()) continue;
-    if (::poll(waiting.data(), waiting.size(), -1) < 0) {
+    // Wake for the earliest deadline of a running case (a worker starting up counts as its case).
+    const std::chrono::duration<double> limit(plan.case_timeout_seconds);
+    int wait_ms = -1;
+    if (plan.case_timeout_seconds > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      double earliest = limit.count();
+      for (const Slot* slot : owners) earliest = std::min(earliest, (limit - (now - slot->start)).count());
+      wait_ms = int(std::clamp(std::ceil(earliest * 1000), 0.0, 3600e3));
+    }
+    if (::poll(waiting.data(), waiting.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       throw std::runtime_error(fmt::format("waiting for the worker processes: {}", std::strerror(errno)));
     }
     for (std::size_t i = 0; i < waiting.size(); ++i) {
-      if (!waiting[i].revents) continue;
       Slot& slot = *owners[i];
+      if (!waiting[i].revents) {
+        if (plan.case_timeout_seconds > 0 && std::chrono::steady_clock::now() - slot.start >= limit) {
+          const bool started = slot.greeted;
+          slot.worker->kill();
+          // A first worker that never starts would cost every case the same wait: the run's error.
+          if (!started && !started_once)
+            throw std::runtime_error(fmt::format("the worker process gave no answer within {} s of starting (--timeout) "
+                                                 "and was killed", plan.case_timeout_seconds));
+          lost(slot, fmt::format("no answer within {} s (--timeout): the worker process {} was killed; a new worker "
+                                 "runs the remaining cases",
+                                 plan.case_timeout_seconds, started ? "running this case" : "starting up"));
+        }
+        continue;
+      }
       if (!slot.worker->read_more()) {
         lost(slot, slot.greeted ? fmt::format("the worker process running this case {}; a new worker runs the remaining cases",
                                               slot.worker->ending())

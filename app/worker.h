@@ -22,12 +22,14 @@ using BackendMaker = std::function<std::unique_ptr<Backend>(int device, std::str
 struct WorkerPlan {
   std::vector<int> devices;  // one worker per entry (entries may repeat: workers share that device); empty: one worker
   bool all_devices = false;  // and one more per further device the first worker sees (run --devices all)
+  double case_timeout_seconds = 0;  // a worker with no answer by then is killed and its case an error; 0: none
 };
 
 // Runs `cases` in child processes, each case in whichever worker is free. `make_backend` is
 // called in each child, so this process never initialises CUDA (a child forked after that could
-// not use the GPU). A child that dies costs its in-flight case (`error`, naming the signal or exit
-// status); a new one takes its place. When the first child to answer cannot make its backend, its
+// not use the GPU). A child that dies, or gives no answer within plan.case_timeout_seconds (a
+// hung kernel; the child is killed), costs its in-flight case (`error`, saying which); a new one
+// takes its place. When the first child to answer cannot make its backend, its
 // error is rethrown here (UsageError for a bad --kernel or --devices, std::runtime_error
 // otherwise). `progress` is called as each case is handed out with (index, total, name),
 // `judged` with each result in case order, whichever worker ran it. Returns what the first

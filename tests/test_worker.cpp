@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "app/result_json.h"
 #include "app/worker.h"
@@ -111,6 +113,39 @@ TEST(Worker, AKernelThatKillsItsProcessCostsOnlyItsCase) {
     EXPECT_NE(detail.find("was killed by signal 11 (Segmentation fault)"), std::string::npos) << detail;
 #endif
   }
+}
+
+TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const auto start = std::chrono::steady_clock::now();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend",
+                                     "cpu", "--kernel", plugin("hangs"), "--timeout", "1.5", "--json", report});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_EQ(out.exit_code, kExitUnmet);
+  const json r = json::parse(read_file(report));
+  ASSERT_EQ(r["cases"].size(), 9u);
+  for (std::size_t i = 0; i < 9; ++i) {
+    const json& c = r["cases"][i];
+    if (i != 3) {
+      EXPECT_EQ(c["disposition"], "passed") << c["name"] << c["detail"];
+      continue;
+    }
+    EXPECT_EQ(c["disposition"], "error");
+    EXPECT_EQ(c["detail"], "no answer within 1.5 s (--timeout): the worker process running this case was killed; a new "
+                           "worker runs the remaining cases");
+    EXPECT_GE(c["seconds"].get<double>(), 1.5);
+  }
+  // A kernel that never gets as far as its first case is the run's error, not a wait per case.
+  try {
+    run_cli({"run", testing::source_path("cases/public.json"), "--backend", "cpu", "--kernel", plugin("hangs_on_load"),
+             "--timeout", "1"});
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "the worker process gave no answer within 1 s of starting (--timeout) and was killed");
+  }
+  EXPECT_THROW(parse({"run", "x", "--timeout", "-1"}), UsageError);
+  EXPECT_EQ(parse({"run", "x"}).run.timeout_seconds, 900);
 }
 
 TEST(Worker, ResultsAreTheSameInAWorkerAndInProcess) {

@@ -8,7 +8,10 @@
 //   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
 //   ATTNRES_PLUGIN_CRASHES      the fixed kernel, but it kills its process on every call with 3
 //                               blocks (a segfault in a kernel library)
+//   ATTNRES_PLUGIN_HANGS        the fixed kernel, but it never returns from a call with 3 blocks
+//   ATTNRES_PLUGIN_HANGS_ON_LOAD  never returns its kernel info
 #include <attnres/kernel_abi.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cmath>
@@ -60,11 +63,15 @@ int run(const AttnResKernelCall* c) {
   return ATTNRES_KERNEL_FAILED;
 #endif
   const std::int64_t tokens = c->prefix->shape[0], hidden = c->prefix->shape[1];
-#if defined(ATTNRES_PLUGIN_OK) || defined(ATTNRES_PLUGIN_CRASHES)
+#if defined(ATTNRES_PLUGIN_OK) || defined(ATTNRES_PLUGIN_CRASHES) || defined(ATTNRES_PLUGIN_HANGS)
   if (refuse_unless_packed(c)) return ATTNRES_KERNEL_REFUSED;
 #endif
 #if defined(ATTNRES_PLUGIN_CRASHES)
   if (c->num_blocks == 3) std::raise(SIGSEGV);
+#endif
+#if defined(ATTNRES_PLUGIN_HANGS)
+  if (c->num_blocks == 3)
+    for (;;) ::pause();  // as a kernel spinning on a barrier that never completes
 #endif
   const std::int64_t block_token = c->blocks->strides[0], block_row = c->blocks->strides[1];
   const int sources = int(c->num_blocks) + 1;
@@ -115,6 +122,9 @@ int run(const AttnResKernelCall* c) {
 }  // namespace
 
 extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
+#if defined(ATTNRES_PLUGIN_HANGS_ON_LOAD)
+  for (;;) ::pause();  // as a library whose set-up waits on something that never comes
+#endif
 #if defined(ATTNRES_PLUGIN_WRONG_ABI)
   static const AttnResKernelInfo info{999u, kDLCPU, "test plugin built for another ABI"};
 #else
