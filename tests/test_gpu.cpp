@@ -645,6 +645,26 @@ TEST_F(Gpu, AnIllegalAddressCostsOnlyItsCase) {
   }
 }
 
+// SIGKILL ends a worker whose kernel never finishes; the driver tears its context down, and the
+// next worker's context runs the remaining cases.
+TEST_F(Gpu, AKernelThatHangsCostsOnlyItsCase) {
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                                    cuda_plugin("hangs"), "--timeout", "10"});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  const nlohmann::json& r = run.report;
+  ASSERT_EQ(r["cases"].size(), 9u) << run.output;
+  for (std::size_t i = 0; i < 9; ++i) {
+    const auto& c = r["cases"][i];
+    if (i != 3) {
+      EXPECT_EQ(c["disposition"], "passed") << c["name"] << ": " << c["detail"];
+    } else {
+      EXPECT_EQ(c["disposition"], "error");
+      EXPECT_EQ(c["detail"], "no answer within 10 s (--timeout): the worker process running this case was killed; a new "
+                             "worker runs the remaining cases");
+    }
+  }
+}
+
 TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
   if (!ATTNRES_HAVE_TORCH_BRIDGE) GTEST_SKIP() << "CMake found no Torch: the torch-op bridge is not built";
   const BinaryRun vllm = run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),

@@ -4,6 +4,8 @@
 // tool must report a memory violation (and judge later cases normally).
 // ATTNRES_PLUGIN_CUDA_FAULTS writes through a wild pointer on every call with 3 blocks: an
 // illegal address, a sticky error that ends the CUDA context (the tool must lose only that case).
+// ATTNRES_PLUGIN_CUDA_HANGS never finishes a call with 3 blocks, like a kernel waiting on a
+// barrier that never completes (the tool must kill its worker after --timeout, lose that case only).
 #include <attnres/kernel_abi.h>
 
 #include <cuda_bf16.h>
@@ -91,6 +93,9 @@ __global__ void attn_res_kernel(Operands o) {
   if (t == gridDim.x - 1 && threadIdx.x == 0) output[o.output_row] = __float2bfloat16_rn(1.0f);
 #elif defined(ATTNRES_PLUGIN_CUDA_FAULTS)
   if (o.num_blocks == 3 && threadIdx.x == 0) output[-(1ll << 40)] = __float2bfloat16_rn(1.0f);
+#elif defined(ATTNRES_PLUGIN_CUDA_HANGS)
+  if (o.num_blocks == 3)
+    for (;;) __nanosleep(1000000);
 #endif
 }
 
