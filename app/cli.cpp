@@ -46,6 +46,14 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
   add_kernel_options(command, options);
 }
 
+void add_timeout_option(CLI::App* command, BackendOptions& options) {
+  command->add_option("--timeout", options.timeout_seconds,
+                      "seconds a case run in a worker process (an external kernel; run --devices) may take before the "
+                      "worker is killed and the case is an error, so a kernel that hangs costs only its case; 0: no limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 void add_kernel_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--kernel", options.kernel,
                       "run every case on this kernel: native, portable, so:PATH[:SYMBOL] (a shared library behind "
@@ -168,11 +176,7 @@ Invocation parse(const std::vector<std::string>& args) {
   run->add_flag("--in-process", inv.run.in_process,
                 "run an external kernel in this process rather than a worker process (for a debugger; a crash "
                 "then ends the run)");
-  run->add_option("--timeout", inv.run.timeout_seconds,
-                  "seconds a case run in a worker process (an external kernel, --devices) may take before the worker "
-                  "is killed and the case is an error, so a kernel that hangs costs only its case; 0: no limit")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  add_timeout_option(run, inv.backend);
   std::string devices;
   run->add_option("--devices", devices,
                   "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "
@@ -209,6 +213,7 @@ Invocation parse(const std::vector<std::string>& args) {
   repro->add_flag("--no-layout-guard", inv.repro.no_layout_guard, "run without the native kernel's stride guard");
   repro->add_flag("--force", inv.repro.force, "empty the bundle directory first if it holds anything");
   add_backend_options(repro, inv.backend);
+  add_timeout_option(repro, inv.backend);
   add_budget_options(repro, budget);
 
   CLI::App* shrink = app.add_subcommand("shrink", "reduce a case while its disposition stays the same");
@@ -218,6 +223,7 @@ Invocation parse(const std::vector<std::string>& args) {
   shrink->add_option("--verdict", inv.shrink.verdict, "disposition to keep (default: the original case's)");
   shrink->add_flag("--no-layout-guard", inv.shrink.no_layout_guard, "run without the native kernel's stride guard");
   add_backend_options(shrink, inv.backend);
+  add_timeout_option(shrink, inv.backend);
   add_budget_options(shrink, budget);
 
   CLI::App* merge = app.add_subcommand("merge", "join the JSON reports of --shard k/n jobs (or any runs) into one report");
@@ -262,6 +268,7 @@ Invocation parse(const std::vector<std::string>& args) {
       ->check(CLI::Range(8, kMaxHidden))
       ->capture_default_str();
   add_backend_options(explore, inv.backend);
+  add_timeout_option(explore, inv.backend);
   add_budget_options(explore, budget);
 
   // CLI11 takes the words last-first.

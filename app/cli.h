@@ -29,6 +29,7 @@ struct BackendOptions {
   std::string torch_library;         // torch-op: the library that registers the op (dlopen'ed first)
   std::string signature = "vllm";    // python: how the function is called (vllm | flashinfer)
   int device = 0;                    // CUDA ordinal
+  double timeout_seconds = 900;      // a case in a worker process with no answer by then is an error; 0: no limit
 };
 
 struct RunArguments {
@@ -45,7 +46,6 @@ struct RunArguments {
   bool no_verify_checksums = false;  // replay even when the stored checksums disagree
   std::string interesting;  // exit 0 iff every case ends with this disposition
   bool in_process = false;  // run an external kernel in this process instead of a worker
-  double timeout_seconds = 900;  // a case in a worker process with no result by then is an error; 0: no limit
   bool timings = false;     // a line of phase times under each case
   bool list = false;        // print the selected cases and what would run each, run nothing
   std::optional<std::uint64_t> seed;  // every case's seed, instead of its own

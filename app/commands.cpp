@@ -198,7 +198,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
       if (device >= 0) backend.device = device;
       return make_backend(backend, notes);
     };
-    out.notes += run_in_workers(cases, maker, WorkerPlan{inv.run.devices, inv.run.all_devices, inv.run.timeout_seconds},
+    out.notes += run_in_workers(cases, maker, WorkerPlan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds},
                                 options, progress, judged);
     // The reports name every device that ran a case.
     if (spread) {

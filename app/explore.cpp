@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "app/case_runner.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
 #include "app/repro.h"
@@ -97,14 +98,13 @@ TrialOutcome classify_trial(const CaseResult& r) {
 CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   const ExploreArguments& args = inv.explore;
   CommandOutput out;
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  const RunOptions options = case_run_options(inv, args.no_layout_guard);
+  const std::unique_ptr<CaseRunner> runner = make_case_runner(inv.backend, case_run_options(inv, args.no_layout_guard), out.notes);
   std::random_device fresh;
   const std::uint64_t seed = args.seed ? *args.seed : (std::uint64_t(fresh()) << 32) | fresh();
   std::mt19937_64 rng(seed);
   const ExploreLimits limits{args.max_tokens, args.max_hidden};
   out.text = fmt::format("explore: seed {} (--seed {} replays it), backend {}, device {}, kernel {}{}, budget {} trials\n",
-                         seed, seed, backend->name(), describe_device(backend->device()),
+                         seed, seed, runner->backend_name(), runner->device_description(),
                          inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
                          args.no_layout_guard ? ", layout guard off" : "", args.budget);
   std::array<int, 4> counts{};
@@ -112,7 +112,7 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   for (int i = 0; i < args.budget; ++i) {
     const CaseSpec spec = draw_case(rng, i, limits);
     if (progress) progress(i, args.budget, spec.name);
-    const CaseResult result = run_case(spec, *backend, options);
+    const CaseResult result = runner->run(spec);
     const TrialOutcome outcome = classify_trial(result);
     ++counts[std::size_t(outcome)];
     ++kernels[result.kernel];
@@ -121,10 +121,10 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
                             i, to_string(result.disposition), result.kernel, spec.shape.tokens, spec.shape.hidden,
                             spec.shape.num_blocks, spec.shape.max_blocks, describe_strides(spec.shape, spec.strides),
                             result.detail);
-    const ShrinkOutcome shrunk = shrink_case(spec, *backend, options, "");
+    const ShrinkOutcome shrunk = shrink_case(spec, *runner, "");
     out.text += shrunk.log;
     const std::filesystem::path dir = args.out_dir.empty() ? "explore-" + spec.name : args.out_dir;
-    write_repro_bundle(shrunk.shrunk ? *shrunk.shrunk : spec, *backend, options, inv.backend, dir, args.force, out);
+    runner->write_bundle(shrunk.shrunk ? *shrunk.shrunk : spec, dir, args.force, out);
     write_file_atomically((dir / "original-case.json").string(), dump_json(case_to_json(spec), 2) + "\n");
     out.text += fmt::format("found after {} trials; the drawn case is {}/original-case.json\n", i + 1, dir.string());
     out.exit_code = kExitUnmet;

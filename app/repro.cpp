@@ -134,7 +134,7 @@ SafetensorsFile outputs_file(const CaseArtifacts& a) {
 
 CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunOptions& options,
                               const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
-                              CommandOutput& out) {
+                              CommandOutput& out, const CaseResult* ended_elsewhere) {
   namespace fs = std::filesystem;
   const DirectoryLock lock = [&] {
     try {
@@ -144,7 +144,7 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
     }
   }();
   std::optional<CaseArtifacts> artifacts;
-  const CaseResult result = run_case(spec, backend, options, nullptr, &artifacts);
+  const CaseResult result = ended_elsewhere ? *ended_elsewhere : run_case(spec, backend, options, nullptr, &artifacts);
 
   CaseSpec bundled = spec;
   bundled.file = "case.json";
@@ -197,10 +197,10 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
 CommandOutput repro_command(const Invocation& inv) {
   CommandOutput out;
   const CaseSpec spec = load_single_case(inv.repro.case_path, inv.repro.case_name);
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  const RunOptions options = case_run_options(inv, inv.repro.no_layout_guard);
+  const std::unique_ptr<CaseRunner> runner =
+      make_case_runner(inv.backend, case_run_options(inv, inv.repro.no_layout_guard), out.notes);
   const std::filesystem::path dir = inv.repro.out_dir.empty() ? "repro-" + spec.name : inv.repro.out_dir;
-  const CaseResult result = write_repro_bundle(spec, *backend, options, inv.backend, dir, inv.repro.force, out);
+  const CaseResult result = runner->write_bundle(spec, dir, inv.repro.force, out);
   out.exit_code = meets_expectation(result.disposition) ? kExitOk : kExitUnmet;
   return out;
 }
@@ -293,11 +293,10 @@ double case_size(const CaseSpec& c) {
 
 }  // namespace
 
-ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const RunOptions& options,
-                          const std::string& verdict) {
+ShrinkOutcome shrink_case(const CaseSpec& original_spec, CaseRunner& runner, const std::string& verdict) {
   ShrinkOutcome out;
   CaseSpec current = original_spec;
-  const CaseResult original = run_case(current, backend, options);
+  const CaseResult original = runner.run(current);
   const std::string target = verdict.empty() ? to_string(original.disposition) : verdict;
   if (!parse_disposition(target)) throw UsageError(fmt::format("--verdict: unknown disposition \"{}\"", target));
   if (target != to_string(original.disposition)) {
@@ -311,7 +310,7 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const
     progress = false;
     for (auto& [what, candidate] : reductions(current)) {
       ++out.trials;
-      const CaseResult trial = run_case(candidate, backend, options);
+      const CaseResult trial = runner.run(candidate);
       // A wrong answer must stay wrong: "not-rejected" alone also holds once the bug is gone.
       if (to_string(trial.disposition) != target || went_wrong(trial) != went_wrong(original)) continue;
       out.log += fmt::format("  kept: {}\n", what);
@@ -324,11 +323,9 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const
   // the original's message is what the guarded kernel says, the shrunk case expects what the
   // guarded kernel says about the shrunk layout, so it passes its own regression check.
   if (current.expect == Expectation::reject && !current.expected_message.empty()) {
-    RunOptions guarded = options;
-    guarded.disable_layout_guard = false;
     // The original already ran guarded unless --no-layout-guard was given.
-    const CaseResult before = options.disable_layout_guard ? run_case(original_spec, backend, guarded) : original;
-    const CaseResult after = run_case(current, backend, guarded);
+    const CaseResult before = runner.options().disable_layout_guard ? runner.run(original_spec, false) : original;
+    const CaseResult after = runner.run(current, false);
     if (before.rejection == original_spec.expected_message && after.rejection && *after.rejection != current.expected_message) {
       current.expected_message = *after.rejection;
       out.log += fmt::format("  expected message updated to the shrunk layout's: {}\n", quoted_literal(current.expected_message));
@@ -347,9 +344,9 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, Backend& backend, const
 CommandOutput shrink_command(const Invocation& inv) {
   CommandOutput out;
   const CaseSpec spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  const RunOptions options = case_run_options(inv, inv.shrink.no_layout_guard);
-  const ShrinkOutcome shrunk = shrink_case(spec, *backend, options, inv.shrink.verdict);
+  const std::unique_ptr<CaseRunner> runner =
+      make_case_runner(inv.backend, case_run_options(inv, inv.shrink.no_layout_guard), out.notes);
+  const ShrinkOutcome shrunk = shrink_case(spec, *runner, inv.shrink.verdict);
   out.text = shrunk.log;
   if (!shrunk.shrunk) {
     out.exit_code = kExitUnmet;

@@ -19,6 +19,7 @@
 
 #include "app/cli.h"
 #include "app/json_io.h"
+#include "app/repro.h"
 #include "app/result_json.h"
 #include "kernels/cuda_check.h"
 
@@ -88,8 +89,29 @@ class LineReader {
 // A worker's own backend maker: its device already chosen.
 using WorkerBackendMaker = std::function<std::unique_ptr<Backend>(std::string& notes)>;
 
+// What a worker is asked, one JSON line each: {"index": i} runs cases[i]; {"case": ..., "file",
+// "pointer", "disable_layout_guard"} runs that case, and with "bundle" ({"dir", "force", and
+// "ended_elsewhere": the result of a run that took a worker down}) writes its repro bundle.
+json answer_request(const json& request, const std::vector<CaseSpec>& cases, Backend& backend, const RunOptions& options,
+                    const BackendOptions& backend_options) {
+  if (request.contains("index")) return {{"result", result_json(run_case(cases.at(request.at("index").get<std::size_t>()), backend, options))}};
+  const CaseSpec spec =
+      parse_case(request.at("case"), request.at("file").get<std::string>(), request.at("pointer").get<std::string>());
+  RunOptions this_case = options;
+  this_case.disable_layout_guard = request.at("disable_layout_guard").get<bool>();
+  if (!request.contains("bundle")) return {{"result", result_json(run_case(spec, backend, this_case))}};
+  const json& bundle = request.at("bundle");
+  std::optional<CaseResult> ended_elsewhere;
+  if (bundle.contains("ended_elsewhere")) ended_elsewhere = result_from_json(bundle.at("ended_elsewhere"));
+  CommandOutput out;
+  const CaseResult result =
+      write_repro_bundle(spec, backend, this_case, backend_options, bundle.at("dir").get<std::string>(),
+                         bundle.at("force").get<bool>(), out, ended_elsewhere ? &*ended_elsewhere : nullptr);
+  return {{"result", result_json(result)}, {"text", out.text}, {"notes", out.notes}};
+}
+
 [[noreturn]] void serve(int socket, const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend,
-                        const RunOptions& options) {
+                        const RunOptions& options, const BackendOptions& backend_options) {
   auto say = [&](const json& message) {
     if (!send_all(socket, dump_json(message) + "\n")) finish(1);
   };
@@ -113,10 +135,17 @@ using WorkerBackendMaker = std::function<std::unique_ptr<Backend>(std::string& n
        {"device_count", device_count}});
   LineReader requests(socket);
   while (const std::optional<std::string> line = requests.next()) {
-    const std::size_t index = std::stoul(*line);
-    const CaseResult result = run_case(cases.at(index), *backend, options);
+    json answer;
+    try {
+      answer = answer_request(json::parse(*line), cases, *backend, options, backend_options);
+    } catch (const UsageError& e) {  // e.g. a bundle directory that is not empty
+      answer = {{"error", e.what()}, {"usage", true}};
+    } catch (const std::exception& e) {
+      answer = {{"error", e.what()}, {"usage", false}};
+    }
     // A lost CUDA context would fail every later case here: the parent starts a fresh worker.
-    say({{"result", result_json(result)}, {"restart", !backend->usable()}});
+    answer["restart"] = !backend->usable();
+    say(answer);
   }
   finish(0);
 }
@@ -130,8 +159,8 @@ std::vector<int>& open_worker_sockets() {
 
 class Worker {
  public:
-  Worker(const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend,
-         const RunOptions& options) {
+  Worker(const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend, const RunOptions& options,
+         const BackendOptions& backend_options) {
     int sockets[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
       throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
@@ -146,7 +175,7 @@ class Worker {
     if (pid_ == 0) {
       ::close(sockets[0]);
       for (const int other : open_worker_sockets()) ::close(other);
-      serve(sockets[1], cases, make_backend, options);
+      serve(sockets[1], cases, make_backend, options, backend_options);
     }
     ::close(sockets[1]);
     socket_ = sockets[0];
@@ -169,7 +198,7 @@ class Worker {
   }
   // One read from the child; false once it is gone.
   bool read_more() { return reader_->read_more(); }
-  bool request(std::size_t index) { return send_all(socket_, fmt::format("{}\n", index)); }
+  bool request(const json& request) { return send_all(socket_, dump_json(request) + "\n"); }
 
   // Ends a child that gives no answer.
   void kill() {
@@ -210,6 +239,23 @@ class Worker {
   std::optional<LineReader> reader_;
 };
 
+// The result of a case whose worker process was lost while running it (`how`).
+CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device, const std::string& kernel,
+                     const std::string& how, std::chrono::steady_clock::time_point start) {
+  CaseResult r;
+  r.name = spec.name;
+  r.location = spec.location();
+  r.seed = spec.seed;
+  r.backend = backend;
+  r.device = device;
+  r.kernel = kernel.empty() ? "none" : kernel;
+  r.dispatch_reason = kernel.empty() ? "" : "--kernel " + kernel;
+  r.disposition = Disposition::error;
+  r.detail = how;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
 }  // namespace
 
 namespace {
@@ -243,29 +289,22 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
     while (emitted < done.size() && done[emitted]) judged(*done[emitted++]);
   };
   auto lost = [&](Slot& slot, const std::string& what) {
-    const CaseSpec& spec = cases[*slot.running];
-    CaseResult r;
-    r.name = spec.name;
-    r.location = spec.location();
-    r.seed = spec.seed;
-    r.backend = slot.backend;
-    r.device = slot.device_name;
-    r.kernel = options.kernel.empty() ? "none" : options.kernel;
-    r.dispatch_reason = options.kernel.empty() ? "" : "--kernel " + options.kernel;
-    r.disposition = Disposition::error;
-    r.detail = what;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - slot.start).count();
+    CaseResult r = lost_case(cases[*slot.running], slot.backend, slot.device_name, options.kernel, what, slot.start);
     slot.worker.reset();
     slot.greeted = false;
     finish(slot, std::move(r));
   };
   auto ask = [&](Slot& slot) {
     slot.start = std::chrono::steady_clock::now();  // the worker's start-up had a deadline of its own
-    if (!slot.worker->request(*slot.running))
+    if (!slot.worker->request({{"index", *slot.running}}))
       lost(slot, fmt::format("the worker process running this case {}; a new worker runs the remaining cases", slot.worker->ending()));
   };
   auto handle = [&](Slot& slot, const json& message) {
     if (slot.greeted) {
+      if (message.contains("error")) {
+        lost(slot, "the worker process could not run this case: " + message.at("error").get<std::string>());
+        return;
+      }
       finish(slot, result_from_json(message.at("result")));
       // A lost CUDA context would fail every later case there: a fresh worker takes over.
       if (message.at("restart").get<bool>()) slot.worker.reset();
@@ -304,7 +343,7 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
       if (!slot.worker) {
         const int device = slot.device;
         const WorkerBackendMaker make = [&make_backend, device](std::string& n) { return make_backend(device, n); };
-        slot.worker = std::make_unique<Worker>(cases, make, options);
+        slot.worker = std::make_unique<Worker>(cases, make, options, BackendOptions{});
         slot.greeted = false;
       } else {
         ask(slot);
@@ -361,6 +400,132 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
     }
   }
   return notes;
+}
+
+namespace {
+
+// CaseRunner on one worker process at a time (case_runner.h).
+class WorkerRunner final : public CaseRunner {
+ public:
+  WorkerRunner(WorkerBackendMaker make_backend, const BackendOptions& backend, RunOptions options, std::string& notes)
+      : CaseRunner(std::move(options)), make_backend_(std::move(make_backend)), backend_options_(backend) {
+    notes += start();
+  }
+
+  CaseResult run(const CaseSpec& spec, bool disable_layout_guard) override {
+    return ask(spec, case_request(spec, disable_layout_guard), nullptr);
+  }
+
+  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force, CommandOutput& out) override {
+    json request = case_request(spec, options_.disable_layout_guard);
+    request["bundle"] = {{"dir", dir.string()}, {"force", force}};
+    const CaseResult result = ask(spec, request, &out);
+    if (!lost_) return result;
+    // The case took its worker down: a fresh one writes the bundle from that result, without
+    // running the kernel again (the directory is already this command's).
+    request["bundle"] = {{"dir", dir.string()}, {"force", true}, {"ended_elsewhere", result_json(result)}};
+    return ask(spec, request, &out);
+  }
+
+  std::string backend_name() const override { return backend_; }
+  std::string device_description() const override { return device_; }
+
+ private:
+  static json case_request(const CaseSpec& spec, bool disable_layout_guard) {
+    return {{"case", case_to_json(spec)}, {"file", spec.file}, {"pointer", spec.pointer},
+            {"disable_layout_guard", disable_layout_guard}};
+  }
+
+  // The worker's next message, or nothing once it is gone or past the deadline (then killed);
+  // `how` says which.
+  std::optional<json> next_message(std::string& how) {
+    const std::chrono::duration<double> limit(backend_options_.timeout_seconds);
+    for (;;) {
+      if (std::optional<json> message = worker_->buffered()) return message;
+      int wait_ms = -1;
+      if (limit.count() > 0) {
+        const std::chrono::duration<double> left = limit - (std::chrono::steady_clock::now() - started_);
+        if (left.count() <= 0) {
+          worker_->kill();
+          how = fmt::format("gave no answer within {} s (--timeout) and was killed", backend_options_.timeout_seconds);
+          return std::nullopt;
+        }
+        wait_ms = int(std::clamp(std::ceil(left.count() * 1000), 1.0, 3600e3));
+      }
+      pollfd waiting{worker_->socket(), POLLIN, 0};
+      const int ready = ::poll(&waiting, 1, wait_ms);
+      if (ready < 0 && errno != EINTR)
+        throw std::runtime_error(fmt::format("waiting for the worker process: {}", std::strerror(errno)));
+      if (ready > 0 && !worker_->read_more()) {
+        how = worker_->ending();
+        return std::nullopt;
+      }
+    }
+  }
+
+  // Forks a worker and waits for its greeting; a worker that cannot start is the command's error.
+  std::string start() {
+    worker_ = std::make_unique<Worker>(std::vector<CaseSpec>{}, make_backend_, options_, backend_options_);
+    started_ = std::chrono::steady_clock::now();
+    std::string how;
+    const std::optional<json> hello = next_message(how);
+    if (!hello) {
+      worker_.reset();
+      throw std::runtime_error(fmt::format("the worker process {} before it could run a case", how));
+    }
+    if (hello->contains("fatal")) {
+      worker_.reset();
+      const std::string text = hello->at("fatal").get<std::string>();
+      if (hello->at("usage").get<bool>()) throw UsageError(text);
+      throw std::runtime_error(text);
+    }
+    backend_ = hello->at("backend").get<std::string>();
+    device_ = hello->at("device").get<std::string>();
+    return hello->at("notes").get<std::string>();
+  }
+
+  CaseResult ask(const CaseSpec& spec, const json& request, CommandOutput* out) {
+    lost_ = false;
+    if (!worker_) start();
+    started_ = std::chrono::steady_clock::now();
+    std::string how;
+    std::optional<json> answer;
+    if (worker_->request(request)) answer = next_message(how);
+    else how = worker_->ending();
+    if (!answer) {
+      worker_.reset();
+      lost_ = true;
+      return lost_case(spec, backend_, device_, options_.kernel,
+                       fmt::format("the worker process running this case {}; a new worker runs the next case", how), started_);
+    }
+    // A lost CUDA context would fail every later case there: a fresh worker takes over.
+    if (answer->at("restart").get<bool>()) worker_.reset();
+    if (answer->contains("error")) {
+      const std::string text = answer->at("error").get<std::string>();
+      if (answer->at("usage").get<bool>()) throw UsageError(text);
+      throw std::runtime_error(text);
+    }
+    if (out && answer->contains("text")) {
+      out->text += answer->at("text").get<std::string>();
+      out->notes += answer->at("notes").get<std::string>();
+    }
+    return result_from_json(answer->at("result"));
+  }
+
+  WorkerBackendMaker make_backend_;
+  BackendOptions backend_options_;
+  std::unique_ptr<Worker> worker_;
+  std::chrono::steady_clock::time_point started_;
+  std::string backend_ = "none", device_ = "none";
+  bool lost_ = false;  // the last case took its worker down
+};
+
+}  // namespace
+
+std::unique_ptr<CaseRunner> make_worker_runner(const BackendMaker& make_backend, const BackendOptions& backend,
+                                               const RunOptions& options, std::string& notes) {
+  const WorkerBackendMaker make = [make_backend](std::string& n) { return make_backend(-1, n); };
+  return std::make_unique<WorkerRunner>(make, backend, options, notes);
 }
 
 }  // namespace attnres

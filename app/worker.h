@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/backend.h"
+#include "app/case_runner.h"
 #include "app/case_spec.h"
 #include "app/runner.h"
 
@@ -37,5 +38,11 @@ struct WorkerPlan {
 std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const WorkerPlan& plan,
                            const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress,
                            const std::function<void(const CaseResult&)>& judged);
+
+// A CaseRunner whose cases run in one worker process at a time (case_runner.h): a worker that dies,
+// or gives no answer within backend.timeout_seconds (then killed), costs its case, and a new one
+// runs the next. A first worker that cannot start is the caller's error, as in run_in_workers.
+std::unique_ptr<CaseRunner> make_worker_runner(const BackendMaker& make_backend, const BackendOptions& backend,
+                                               const RunOptions& options, std::string& notes);
 
 }  // namespace attnres

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -145,7 +146,57 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
     EXPECT_EQ(std::string(e.what()), "the worker process gave no answer within 1 s of starting (--timeout) and was killed");
   }
   EXPECT_THROW(parse({"run", "x", "--timeout", "-1"}), UsageError);
-  EXPECT_EQ(parse({"run", "x"}).run.timeout_seconds, 900);
+  EXPECT_EQ(parse({"run", "x"}).backend.timeout_seconds, 900);
+}
+
+// explore, shrink and repro put an external kernel in a worker process too: a crash is a finding
+// that shrinks and gets its bundle (without outputs), not the end of the command.
+TEST(Worker, ExploreShrinksAKernelCrashIntoABundle) {
+  TempDir dir;
+  const std::string bundle = (dir.path() / "found").string();
+  const CommandOutput out = run_cli({"explore", "--backend", "cpu", "--kernel", plugin("crashes"), "--budget", "60", "--seed",
+                                     "3", "--max-hidden", "256", "--out", bundle});
+  EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
+  EXPECT_NE(out.text.find("went wrong: error"), std::string::npos) << out.text;
+  const json result = json::parse(read_file(bundle + "/result.json"));
+  EXPECT_EQ(result["disposition"], "error");
+  EXPECT_NE(result["detail"].get<std::string>().find("the worker process running this case"), std::string::npos) << result;
+  const json shrunk = json::parse(read_file(bundle + "/case.json"));
+  EXPECT_EQ(shrunk["num_blocks"], 3);  // the plugin crashes on 3 blocks, so shrinking keeps them
+  EXPECT_EQ(shrunk["T"], 1);
+  EXPECT_TRUE(std::filesystem::exists(bundle + "/inputs.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(bundle + "/outputs.safetensors"));
+  // The bundle's own replay line reproduces it.
+  const CommandOutput replay = run_cli({"run", bundle + "/case.json", "--backend", "cpu", "--kernel", plugin("crashes")});
+  EXPECT_NE(replay.text.find("1 case, 1 error"), std::string::npos) << replay.text;
+}
+
+TEST(Worker, ShrinkAndReproOfAKernelThatHangs) {
+  TempDir dir;
+  const std::string cases = testing::source_path("cases/public.json");
+  const std::string shrunk_path = (dir.path() / "shrunk.json").string();
+  const CommandOutput shrink = run_cli({"shrink", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel",
+                                        plugin("hangs"), "--timeout", "0.5", "--out", shrunk_path});
+  EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
+  EXPECT_NE(shrink.text.find("keeping disposition error"), std::string::npos) << shrink.text;
+  const json shrunk = json::parse(read_file(shrunk_path));
+  EXPECT_EQ(shrunk["num_blocks"], 3);
+  EXPECT_LT(shrunk["T"].get<int>(), 17);
+
+  const std::string bundle = (dir.path() / "repro").string();
+  const CommandOutput repro = run_cli({"repro", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel",
+                                       plugin("hangs"), "--timeout", "0.5", "--out", bundle});
+  EXPECT_EQ(repro.exit_code, kExitUnmet) << repro.text;
+  const json result = json::parse(read_file(bundle + "/result.json"));
+  EXPECT_EQ(result["detail"], "the worker process running this case gave no answer within 0.5 s (--timeout) and was killed; "
+                              "a new worker runs the next case");
+  EXPECT_TRUE(std::filesystem::exists(bundle + "/case.json"));
+  // A passing case's bundle, written in the worker, still has the kernel's outputs.
+  const std::string passing = (dir.path() / "passing").string();
+  const CommandOutput ok = run_cli({"repro", cases, "--case", "public-t17-b2-write2", "--backend", "cpu", "--kernel",
+                                    plugin("hangs"), "--out", passing});
+  EXPECT_EQ(ok.exit_code, kExitOk) << ok.text;
+  EXPECT_TRUE(std::filesystem::exists(passing + "/outputs.safetensors"));
 }
 
 TEST(Worker, ResultsAreTheSameInAWorkerAndInProcess) {
