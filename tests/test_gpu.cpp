@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -514,10 +515,11 @@ std::string shell_quote(const std::string& word) {
   return quoted + "'";
 }
 
+// `run` and `merge` write the JSON report that BinaryRun::report holds.
 BinaryRun run_binary(std::vector<std::string> args) {
   testing::TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
-  args.insert(args.end(), {"--json", report});
+  if (args.front() == "run" || args.front() == "merge") args.insert(args.end(), {"--json", report});
   std::string command = "ATTNRES_BRIDGE_DIR=" + shell_quote(ATTNRES_BRIDGE_DIR) + " PYTHONPATH=" +
                         shell_quote(ATTNRES_PYTHON_TEST_DIR) + " " + shell_quote(ATTNRES_CHECK_BINARY);
   for (const std::string& a : args) command += " " + shell_quote(a);
@@ -663,6 +665,21 @@ TEST_F(Gpu, AKernelThatHangsCostsOnlyItsCase) {
     EXPECT_EQ(detail, "no answer within 10 s (--timeout): the worker process running this case was killed; a new worker "
                       "runs the remaining cases");
   });
+}
+
+// explore on the GPU with a plugin that faults on 3 blocks: the illegal address is a finding
+// (each trial that loses its context gets a fresh worker), shrunk, and bundled from a new worker.
+TEST_F(Gpu, ExploreShrinksAnIllegalAddressIntoABundle) {
+  testing::TempDir dir;
+  const std::string bundle = (dir.path() / "found").string();
+  const BinaryRun run = run_binary({"explore", "--kernel", cuda_plugin("faults"), "--budget", "60", "--seed", "3",
+                                    "--max-hidden", "256", "--out", bundle});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  const nlohmann::json result = nlohmann::json::parse(read_file(bundle + "/result.json"));
+  EXPECT_EQ(result["disposition"], "error") << run.output;
+  EXPECT_NE(result["detail"].get<std::string>().find("illegal memory access"), std::string::npos) << result["detail"];
+  EXPECT_EQ(nlohmann::json::parse(read_file(bundle + "/case.json"))["num_blocks"], 3);
+  EXPECT_TRUE(std::filesystem::exists(bundle + "/inputs.safetensors")) << run.output;
 }
 
 TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
