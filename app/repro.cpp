@@ -152,7 +152,7 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   write_text(dir / "case.json", dump_json(case_to_json(bundled), 2) + "\n");
   std::vector<std::string> written{"REPORT.md", "case.json"};
   // Without a run (a rejection, or not-run) the inputs are made here, within the budget.
-  const bool inputs_fit = artifacts || !budget_refusal(spec, backend, options, true);
+  const bool inputs_fit = artifacts || !host_inputs_refusal(spec, backend, options);
   if (inputs_fit) {
     write_safetensors((dir / "inputs.safetensors").string(),
                       inputs_file(spec, artifacts ? artifacts->inputs : make_case_tensors(spec)));

@@ -242,6 +242,12 @@ std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& b
   return over_budget(case_footprint(spec, backend, keeps_artifacts, inputs), backend, options);
 }
 
+std::optional<std::string> host_inputs_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options) {
+  CaseFootprint need = case_footprint(spec, backend, true);
+  need.device_bytes = 0;
+  return over_budget(need, backend, options);
+}
+
 namespace {
 
 // What a result says of the case and where it runs, before anything runs.

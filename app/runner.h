@@ -81,6 +81,10 @@ CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, bool 
 std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options,
                                           bool keeps_artifacts, const InputSource* inputs = nullptr);
 
+// budget_refusal for a case's inputs made on the host alone (the bundle of a case that did not
+// run, or whose run lost the device): asks the device nothing.
+std::optional<std::string> host_inputs_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options);
+
 // `inputs`: replay these instead of generating them. `artifacts`: filled when the kernel ran.
 // A case over the memory budget is not-run, with the bytes it needs and the budget.
 CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options,

@@ -515,11 +515,11 @@ std::string shell_quote(const std::string& word) {
   return quoted + "'";
 }
 
-// `run` and `merge` write the JSON report that BinaryRun::report holds.
+// The commands with a JSON report write it where BinaryRun::report reads it.
 BinaryRun run_binary(std::vector<std::string> args) {
   testing::TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
-  if (args.front() == "run" || args.front() == "merge") args.insert(args.end(), {"--json", report});
+  if (args.front() != "explore") args.insert(args.end(), {"--json", report});
   std::string command = "ATTNRES_BRIDGE_DIR=" + shell_quote(ATTNRES_BRIDGE_DIR) + " PYTHONPATH=" +
                         shell_quote(ATTNRES_PYTHON_TEST_DIR) + " " + shell_quote(ATTNRES_CHECK_BINARY);
   for (const std::string& a : args) command += " " + shell_quote(a);
