@@ -1,8 +1,13 @@
 #include "app/result_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "kernels/problem.h"
 
 namespace attnres {
 
@@ -138,9 +143,16 @@ CaseResult result_from_json(const json& j) {
     out.hidden = map->at("hidden").get<std::int64_t>();
     for (const json& e : map->at("max_error")) out.max_error.push_back(number_from_json(e));
     out.mismatched = map->at("mismatched").get<std::vector<std::int64_t>>();
-    if (out.rows < 0 || out.columns < 0 || out.max_error.size() != std::size_t(out.rows * out.columns) ||
-        out.mismatched.size() != out.max_error.size())
-      throw std::invalid_argument("error_map: rows * columns cells expected");
+    // A report given to merge may come from anywhere: the map must have the shape this tool
+    // gives a [tokens, hidden] output (empty_error_map) before anything walks its cells.
+    const bool sizes_in_range = out.tokens >= 0 && out.tokens <= kMaxTokens && out.hidden >= 0 && out.hidden <= kMaxHidden;
+    if (!sizes_in_range || out.rows != std::min(out.tokens, kErrorMapRows) ||
+        out.columns != std::min(out.hidden, kErrorMapColumns) ||
+        out.max_error.size() != std::size_t(out.rows * out.columns) || out.mismatched.size() != out.max_error.size())
+      throw std::invalid_argument(fmt::format("error_map: {} x {} cells of {} and {} values for a [{}, {}] output; "
+                                              "this tool maps one onto min(T, {}) x min(H, {}) cells",
+                                              out.rows, out.columns, out.max_error.size(), out.mismatched.size(),
+                                              out.tokens, out.hidden, kErrorMapRows, kErrorMapColumns));
   }
   return r;
 }

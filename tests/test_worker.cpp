@@ -74,7 +74,7 @@ TEST(ResultJson, AResultSurvivesTheRoundTrip) {
   r.input_checksums.emplace_back("prefix", "fnv1a64:0123");
   r.seconds = 0.5;
   r.timings = {0.1, 0.2, 0.3, 0.04, 0.05, 0.006};
-  r.error_map = ErrorMap{1, 2, 3, 100, {0.5, INFINITY}, {0, 7}};
+  r.error_map = ErrorMap{1, 2, 1, 2, {0.5, INFINITY}, {0, 7}};
 
   const CaseResult back = result_from_json(json::parse(result_json(r).dump()));
   EXPECT_EQ(result_json(back), result_json(r));
@@ -88,6 +88,30 @@ TEST(ResultJson, AResultSurvivesTheRoundTrip) {
   EXPECT_EQ(back.disposition, Disposition::memory_violation);
   EXPECT_EQ(back.violations.at(0).to_string(), r.violations.at(0).to_string());
   EXPECT_THROW(result_from_json(json{{"name", "c"}}), json::exception);
+}
+
+// merge reads results from report files that may come from anywhere: an error map whose cells
+// are not the ones this tool gives its output is refused before the HTML page walks them.
+TEST(ResultJson, AnErrorMapOfAnotherShapeIsRefused) {
+  CaseResult r;
+  r.name = "c";
+  r.error_map = empty_error_map(1000, 7168);  // 64 x 128 cells
+  const json good = result_json(r);
+  EXPECT_EQ(result_from_json(good).error_map->max_error.size(), 64u * 128u);
+  auto with = [&](const char* key, const json& value) {
+    json j = good;
+    j["error_map"][key] = value;
+    return j;
+  };
+  EXPECT_THROW(result_from_json(with("rows", std::int64_t(1) << 62)), std::invalid_argument);  // rows * columns overflows
+  EXPECT_THROW(result_from_json(with("rows", -1)), std::invalid_argument);
+  EXPECT_THROW(result_from_json(with("tokens", -5)), std::invalid_argument);
+  EXPECT_THROW(result_from_json(with("hidden", 99999999999)), std::invalid_argument);
+  EXPECT_THROW(result_from_json(with("max_error", json::array())), std::invalid_argument);
+  json no_cells = with("rows", std::int64_t(1) << 62);
+  no_cells["error_map"]["max_error"] = json::array();
+  no_cells["error_map"]["mismatched"] = json::array();
+  EXPECT_THROW(result_from_json(no_cells), std::invalid_argument);
 }
 
 TEST(Worker, AKernelThatKillsItsProcessCostsOnlyItsCase) {
