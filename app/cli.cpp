@@ -302,7 +302,6 @@ Invocation parse(const std::vector<std::string>& args) {
     parse_devices(devices, inv.run);
     if (run->get_option("--device")->count()) throw UsageError("--device and --devices exclude each other");
     if (inv.run.in_process) throw UsageError("--devices runs cases in worker processes; --in-process excludes it");
-    if (!inv.run.inputs.empty()) throw UsageError("--inputs replays one case in this process; --devices excludes it");
     if (inv.backend.backend == "cpu") throw UsageError("--devices spreads cases over CUDA devices; --backend cpu has none");
   }
   inv.budget.host_bytes = parse_budget("--max-host-memory", budget.host);

@@ -190,7 +190,19 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     results.push_back(r);
     results.back().timings.report = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  if (spread || (is_external_kernel(inv.backend.kernel) && !inv.run.in_process && inv.run.inputs.empty())) {
+  // --inputs: the one selected case replays tensors from a file, read here before any worker is
+  // forked (a worker's copy of this process holds them); a bad file runs nothing.
+  std::optional<ReplayInputs> replay;
+  std::optional<InputSource> replay_source;
+  if (!inv.run.inputs.empty()) {
+    if (cases.size() != 1)
+      throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
+    replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors);
+    if (replay) replay_source = InputSource{[&] { return replay->tensors(); }, replay->held_bytes()};
+    else cases.clear();
+  }
+  const InputSource* inputs = replay_source ? &*replay_source : nullptr;
+  if (spread || (is_external_kernel(inv.backend.kernel) && !inv.run.in_process)) {
     // A kernel from elsewhere may take its process down with it, so it runs in a worker
     // process; --devices runs one worker per device listed.
     const BackendMaker maker = [&](int device, std::string& notes) {
@@ -198,7 +210,8 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
       if (device >= 0) backend.device = device;
       return make_backend(backend, notes);
     };
-    out.notes += run_in_workers(cases, maker, WorkerPlan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds},
+    out.notes += run_in_workers(cases, maker,
+                                WorkerPlan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs},
                                 options, progress, judged);
     // The reports name every device that ran a case.
     if (spread) {
@@ -210,19 +223,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   } else {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
     context = run_context(inv, backend->name(), describe_device(backend->device()));
-    if (!inv.run.inputs.empty()) {
-      if (cases.size() != 1)
-        throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
-      if (std::optional<ReplayInputs> replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors)) {
-        const InputSource source{[&] { return replay->tensors(); }, replay->held_bytes()};
-        if (progress) progress(0, 1, cases[0].name);
-        judged(run_case(cases[0], *backend, options, &source));
-      }
-    } else {
-      for (std::size_t i = 0; i < cases.size(); ++i) {
-        if (progress) progress(int(i), int(cases.size()), cases[i].name);
-        judged(run_case(cases[i], *backend, options));
-      }
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      if (progress) progress(int(i), int(cases.size()), cases[i].name);
+      judged(run_case(cases[i], *backend, options, inputs));
     }
   }
   if (results.empty()) emit(table_header(context));

@@ -92,9 +92,10 @@ using WorkerBackendMaker = std::function<std::unique_ptr<Backend>(std::string& n
 // What a worker is asked, one JSON line each: {"index": i} runs cases[i]; {"case": ..., "file",
 // "pointer", "disable_layout_guard"} runs that case, and with "bundle" ({"dir", "force", and
 // "ended_elsewhere": the result of a run that took a worker down}) writes its repro bundle.
-json answer_request(const json& request, const std::vector<CaseSpec>& cases, Backend& backend, const RunOptions& options,
-                    const BackendOptions& backend_options) {
-  if (request.contains("index")) return {{"result", result_json(run_case(cases.at(request.at("index").get<std::size_t>()), backend, options))}};
+json answer_request(const json& request, const std::vector<CaseSpec>& cases, const InputSource* replay, Backend& backend,
+                    const RunOptions& options, const BackendOptions& backend_options) {
+  if (request.contains("index"))
+    return {{"result", result_json(run_case(cases.at(request.at("index").get<std::size_t>()), backend, options, replay))}};
   const CaseSpec spec =
       parse_case(request.at("case"), request.at("file").get<std::string>(), request.at("pointer").get<std::string>());
   RunOptions this_case = options;
@@ -110,8 +111,9 @@ json answer_request(const json& request, const std::vector<CaseSpec>& cases, Bac
   return {{"result", result_json(result)}, {"text", out.text}, {"notes", out.notes}};
 }
 
-[[noreturn]] void serve(int socket, const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend,
-                        const RunOptions& options, const BackendOptions& backend_options) {
+[[noreturn]] void serve(int socket, const std::vector<CaseSpec>& cases, const InputSource* replay,
+                        const WorkerBackendMaker& make_backend, const RunOptions& options,
+                        const BackendOptions& backend_options) {
   auto say = [&](const json& message) {
     if (!send_all(socket, dump_json(message) + "\n")) finish(1);
   };
@@ -137,7 +139,7 @@ json answer_request(const json& request, const std::vector<CaseSpec>& cases, Bac
   while (const std::optional<std::string> line = requests.next()) {
     json answer;
     try {
-      answer = answer_request(json::parse(*line), cases, *backend, options, backend_options);
+      answer = answer_request(json::parse(*line), cases, replay, *backend, options, backend_options);
     } catch (const UsageError& e) {  // e.g. a bundle directory that is not empty
       answer = {{"error", e.what()}, {"usage", true}};
     } catch (const std::exception& e) {
@@ -159,8 +161,8 @@ std::vector<int>& open_worker_sockets() {
 
 class Worker {
  public:
-  Worker(const std::vector<CaseSpec>& cases, const WorkerBackendMaker& make_backend, const RunOptions& options,
-         const BackendOptions& backend_options) {
+  Worker(const std::vector<CaseSpec>& cases, const InputSource* replay, const WorkerBackendMaker& make_backend,
+         const RunOptions& options, const BackendOptions& backend_options) {
     int sockets[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
       throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
@@ -175,7 +177,7 @@ class Worker {
     if (pid_ == 0) {
       ::close(sockets[0]);
       for (const int other : open_worker_sockets()) ::close(other);
-      serve(sockets[1], cases, make_backend, options, backend_options);
+      serve(sockets[1], cases, replay, make_backend, options, backend_options);
     }
     ::close(sockets[1]);
     socket_ = sockets[0];
@@ -343,7 +345,7 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
       if (!slot.worker) {
         const int device = slot.device;
         const WorkerBackendMaker make = [&make_backend, device](std::string& n) { return make_backend(device, n); };
-        slot.worker = std::make_unique<Worker>(cases, make, options, BackendOptions{});
+        slot.worker = std::make_unique<Worker>(cases, plan.replay, make, options, BackendOptions{});
         slot.greeted = false;
       } else {
         ask(slot);
@@ -465,7 +467,7 @@ class WorkerRunner final : public CaseRunner {
 
   // Forks a worker and waits for its greeting; a worker that cannot start is the command's error.
   std::string start() {
-    worker_ = std::make_unique<Worker>(std::vector<CaseSpec>{}, make_backend_, options_, backend_options_);
+    worker_ = std::make_unique<Worker>(std::vector<CaseSpec>{}, nullptr, make_backend_, options_, backend_options_);
     started_ = std::chrono::steady_clock::now();
     std::string how;
     const std::optional<json> hello = next_message(how);

@@ -24,6 +24,7 @@ struct WorkerPlan {
   std::vector<int> devices;  // one worker per entry (entries may repeat: workers share that device); empty: one worker
   bool all_devices = false;  // and one more per further device the first worker sees (run --devices all)
   double case_timeout_seconds = 0;  // a worker with no answer by then is killed and its case an error; 0: none
+  const InputSource* replay = nullptr;  // run --inputs: the one case's tensors (each worker holds a copy)
 };
 
 // Runs `cases` in child processes, each case in whichever worker is free. `make_backend` is

@@ -193,6 +193,11 @@ TEST(Worker, ExploreShrinksAKernelCrashIntoABundle) {
   // The bundle's own replay line reproduces it.
   const CommandOutput replay = run_cli({"run", bundle + "/case.json", "--backend", "cpu", "--kernel", plugin("crashes")});
   EXPECT_NE(replay.text.find("1 case, 1 error"), std::string::npos) << replay.text;
+  // So does its second line, the replay of the stored inputs (in a worker too).
+  const CommandOutput stored = run_cli({"run", bundle + "/case.json", "--inputs", bundle + "/inputs.safetensors", "--backend",
+                                        "cpu", "--kernel", plugin("crashes")});
+  EXPECT_NE(stored.text.find("1 case, 1 error"), std::string::npos) << stored.text;
+  EXPECT_NE(stored.text.find("the worker process running this case"), std::string::npos) << stored.text;
 }
 
 TEST(Worker, ShrinkAndReproOfAKernelThatHangs) {
