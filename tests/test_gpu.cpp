@@ -120,6 +120,14 @@ void poke(const bf16_bits* address, bf16_bits value) {
   ATTNRES_CUDA_CHECK(cudaMemcpy(const_cast<bf16_bits*>(address), &value, sizeof value, cudaMemcpyHostToDevice));
 }
 
+// Writes `value` over a generated element, or its neighbour where the element already holds
+// it (a fresh seed can draw it), so the damage always shows.
+void damage(const bf16_bits* address, bf16_bits value) {
+  bf16_bits current = 0;
+  ATTNRES_CUDA_CHECK(cudaMemcpy(&current, address, sizeof current, cudaMemcpyDeviceToHost));
+  poke(address, current == value ? bf16_bits(value ^ 1) : value);
+}
+
 // Runs `spec` keeping its artifacts (replayed from host tensors with `replay`) and judges the
 // tensors again with the host loops: the device reductions must report the same, field by field.
 CaseResult expect_device_checks_match_the_hosts(Backend& backend, const CaseSpec& spec, const RunOptions& options, bool replay) {
@@ -170,11 +178,11 @@ TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
   spec.strides.output = 1010;
   backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
     poke(a.prefix + 5 * a.strides.prefix + 1001, 0);                      // prefix padding
-    poke(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                     // prefix not p
+    damage(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                   // prefix not p
     poke(a.blocks - 3, 0);                                                  // guard before blocks
-    poke(a.blocks + 36 * a.strides.blocks_token + 5 * a.strides.blocks_row + 999, 0x4000);  // the written block
-    poke(a.blocks + 2 * a.strides.blocks_token + 1 * a.strides.blocks_row + 4, 0x4000);     // a source block
-    poke(a.delta + 30 * a.strides.delta + 2, 0x4000);                                       // delta
+    damage(a.blocks + 36 * a.strides.blocks_token + 5 * a.strides.blocks_row + 999, 0x4000);  // the written block
+    damage(a.blocks + 2 * a.strides.blocks_token + 1 * a.strides.blocks_row + 4, 0x4000);     // a source block
+    damage(a.delta + 30 * a.strides.delta + 2, 0x4000);                                       // delta
     poke(a.qk_weight + 1000, 0);                                                             // guard after qk_weight
     poke(a.output + 36 * a.strides.output + 999, kPoisonBits);                              // unwritten
     poke(a.output + 3 * a.strides.output + 7, 0x4400);                                      // out of tolerance
@@ -414,7 +422,7 @@ TEST_F(Gpu, DeviceChecksLocateDamageInViewsAsTheHostDoes) {
   backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
     poke(a.prefix - 1, 0);                                                               // before prefix's first element
     poke(a.blocks + 3 * a.strides.blocks_token + 2 * a.strides.blocks_row + 1027, 0);     // a block row's padding
-    poke(a.blocks + 28 * a.strides.blocks_token + 4 * a.strides.blocks_row + 5, 0x4000);  // the written block
+    damage(a.blocks + 28 * a.strides.blocks_token + 4 * a.strides.blocks_row + 5, 0x4000);  // the written block
     poke(a.output - 13, 0);                                                               // the output's first storage element
   }));
   RunOptions options;
