@@ -1,7 +1,8 @@
 #include "app/merge.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,9 +36,14 @@ Part read_part(const std::string& path) {
   }
   const std::string& shard = part.report.context.shard;
   if (!shard.empty()) {
-    char slash = 0, extra = 0;
-    if (std::sscanf(shard.c_str(), "%d%c%d%c", &part.shard, &slash, &part.shards, &extra) != 3 || slash != '/' ||
-        part.shards < 1 || part.shard < 1 || part.shard > part.shards)
+    const char* const end = shard.data() + shard.size();
+    const auto [slash, k_error] = std::from_chars(shard.data(), end, part.shard);
+    bool parsed = k_error == std::errc() && slash != end && *slash == '/';
+    if (parsed) {
+      const auto [stop, n_error] = std::from_chars(slash + 1, end, part.shards);
+      parsed = n_error == std::errc() && stop == end;
+    }
+    if (!parsed || part.shards < 1 || part.shard < 1 || part.shard > part.shards)
       bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got {}", quoted_literal(shard)));
   }
   return part;
@@ -55,15 +61,21 @@ void check_shards(std::vector<Part>& parts) {
   for (std::size_t i = 1; i < parts.size(); ++i)
     if (parts[i].shard == parts[i - 1].shard)
       bad_report(parts[i].path, "/shard", fmt::format("shard {}/{} again (also {})", parts[i].shard, shards, parts[i - 1].path));
-  std::vector<int> missing;
-  for (int k = 1, i = 0; k <= shards; ++k) {
-    if (i < int(parts.size()) && parts[std::size_t(i)].shard == k) ++i;
-    else missing.push_back(k);
-  }
-  if (!missing.empty())
+  // The shards are distinct and at most n, so n - reports of them are missing (named up to 8: n
+  // comes from a file and may be 2^31 - 1).
+  const std::int64_t missing_count = std::int64_t(shards) - std::int64_t(parts.size());
+  if (missing_count > 0) {
+    std::vector<int> missing;
+    for (int k = 1, i = 0; k <= shards && missing.size() < 8; ++k) {
+      if (i < int(parts.size()) && parts[std::size_t(i)].shard == k) ++i;
+      else missing.push_back(k);
+    }
     bad_report(parts.front().path, "/shard",
-               fmt::format("shard{} {} of {} missing: merge needs every shard's report", missing.size() == 1 ? "" : "s",
-                           fmt::join(missing, ", "), shards));
+               fmt::format("shard{} {}{} of {} missing: merge needs every shard's report", missing_count == 1 ? "" : "s",
+                           fmt::join(missing, ", "),
+                           missing_count > std::int64_t(missing.size()) ? fmt::format(" ... ({} in all)", missing_count) : "",
+                           shards));
+  }
   std::size_t total = 0;
   for (const Part& p : parts) total += p.report.results.size();
   for (const Part& p : parts) {

@@ -219,6 +219,7 @@ LoadedReport report_from_json(const json& j) {
     if (!j.at("shard").is_null()) c.shard = j.at("shard").get<std::string>();
     at = "/load_errors";
     const json& errors = j.at("load_errors");
+    if (!errors.is_array()) throw std::invalid_argument("must be a list");
     for (std::size_t i = 0; i < errors.size(); ++i) {
       at = fmt::format("/load_errors/{}", i);
       const json& e = errors.at(i);
@@ -227,6 +228,7 @@ LoadedReport report_from_json(const json& j) {
     }
     at = "/cases";
     const json& cases = j.at("cases");
+    if (!cases.is_array()) throw std::invalid_argument("must be a list");
     for (std::size_t i = 0; i < cases.size(); ++i) {
       at = fmt::format("/cases/{}", i);
       report.results.push_back(result_from_json(cases.at(i)));

@@ -191,6 +191,33 @@ TEST(Merge, ShardReportsJoinIntoTheUnshardedRunInCaseOrder) {
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(report("t.json")))["cases"].size(), 2 * a["cases"].size());
 }
 
+// A report's own claims are not trusted: a shard count from the file cannot make merge allocate
+// or loop over it, and the lists must be lists.
+TEST(Merge, ImplausibleReportsAreRefusedQuickly) {
+  testing::TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  testing::run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--json", report});
+  const nlohmann::json good = nlohmann::json::parse(testing::read_file(report));
+  auto merge_error = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json bad = good;
+    bad[key] = value;
+    const std::string path = dir.file(std::string(key) + ".json", bad.dump());
+    try {
+      testing::run_cli({"merge", path});
+    } catch (const CaseParseError& e) {
+      return std::string(e.what()).substr(path.size());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(merge_error("shard", "1/2147483647"),
+            ": /shard: shards 2, 3, 4, 5, 6, 7, 8, 9 ... (2147483646 in all) of 2147483647 missing: merge needs every "
+            "shard's report");
+  for (const char* shard : {"1/2147483648", "99999999999999999999/1", "1/2x", " 1/2", "1/", "/2", "0/2", "3/2"})
+    EXPECT_NE(merge_error("shard", shard).find("/shard: expected k/n with 1 <= k <= n"), std::string::npos) << shard;
+  EXPECT_EQ(merge_error("cases", nlohmann::json::object()), ": /cases: must be a list");
+  EXPECT_EQ(merge_error("load_errors", "x"), ": /load_errors: must be a list");
+}
+
 TEST(Reports, JunitGroupsByFileAndEscapes) {
   const std::string xml = junit_xml(sample(), {{"cases/c.json", "", "not valid JSON"}}, RunContext{"cpu", "none", {}, "", "so:libk.so"});
   EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
