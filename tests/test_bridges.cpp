@@ -171,6 +171,14 @@ TEST_F(PythonBridge, AnImportErrorInsideTheKernelIsAnErrorWithItsType) {
   EXPECT_NE(r["cases"][0]["kernel_context"].get<std::string>().find("attn_res_import_vllm"), std::string::npos);
 }
 
+TEST_F(PythonBridge, AMessageWithANulOrALoneSurrogateIsKeptWhole) {
+  const json r = run({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",
+                      function("attn_res_unprintable_error")},
+                     kExitUnmet);
+  // A RuntimeError is a refusal: its message is the one compared with an expected rejection.
+  EXPECT_EQ(r["cases"][0]["rejection"], "a NUL \\x00 here, a lone surrogate \\ud800 there");
+}
+
 TEST_F(PythonBridge, AModuleOrFunctionThatIsNotThereIsAUsageError) {
   for (const auto& [kernel, message] : {std::pair<std::string, std::string>{"python:no_such_module:f", "cannot import no_such_module"},
                                         {function("no_such_function"), "attnres_python_test has no no_such_function"}}) {

@@ -88,11 +88,20 @@ struct PythonError {
   PyObject* type = nullptr;
 };
 
+// str(object) as UTF-8. A lone surrogate is written as Python escapes it (\ud800) and a NUL as
+// \x00: the text crosses the bridge as a C string, and the rest of the message is still news.
 std::string text_of(PyObject* object) {
   if (!object) return "";
   PyObject* text = PyObject_Str(object);
-  const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
-  std::string out = utf8 ? utf8 : "(cannot be printed)";
+  PyObject* bytes = text ? PyUnicode_AsEncodedString(text, "utf-8", "backslashreplace") : nullptr;
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  std::string out = "(cannot be printed)";
+  if (bytes && PyBytes_AsStringAndSize(bytes, &data, &size) == 0) {
+    out.clear();
+    for (Py_ssize_t i = 0; i < size; ++i) out += data[i] == '\0' ? std::string("\\x00") : std::string(1, data[i]);
+  }
+  Py_XDECREF(bytes);
   Py_XDECREF(text);
   PyErr_Clear();
   return out;

@@ -76,6 +76,10 @@ def attn_res_import_vllm(*args):
     raise AssertionError("unreachable without vLLM")
 
 
+def attn_res_unprintable_error(*args):
+    raise RuntimeError("a NUL \x00 here, a lone surrogate \ud800 there")
+
+
 def attn_res_without_op_check(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
                               block_write_idx, eps, output_norm_eps):
     output = torch.empty_like(prefix)
