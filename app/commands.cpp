@@ -210,9 +210,10 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
       if (device >= 0) backend.device = device;
       return make_backend(backend, notes);
     };
-    out.notes += run_in_workers(cases, maker,
-                                WorkerPlan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs},
-                                options, progress, judged);
+    WorkerPlan plan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs, nullptr};
+    if (spread || inv.run.verbosity == Verbosity::verbose)
+      plan.started = [&](long pid, const std::string& device) { emit(fmt::format("worker process {} on {}\n", pid, device)); };
+    out.notes += run_in_workers(cases, maker, plan, options, progress, judged);
     // The reports name every device that ran a case.
     if (spread) {
       std::vector<std::string> devices;

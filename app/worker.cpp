@@ -192,6 +192,7 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   int socket() const { return socket_; }
+  long pid() const { return long(pid_); }
   // A whole message already received, if there is one.
   std::optional<json> buffered() {
     const std::optional<std::string> line = reader_->buffered();
@@ -330,6 +331,7 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
     slot.greeted = slot.ever_greeted = true;
     slot.backend = message.at("backend").get<std::string>();
     slot.device_name = message.at("device").get<std::string>();
+    if (plan.started) plan.started(slot.worker->pid(), slot.device_name);
     ask(slot);
   };
 

@@ -25,6 +25,9 @@ struct WorkerPlan {
   bool all_devices = false;  // and one more per further device the first worker sees (run --devices all)
   double case_timeout_seconds = 0;  // a worker with no answer by then is killed and its case an error; 0: none
   const InputSource* replay = nullptr;  // run --inputs: the one case's tensors (each worker holds a copy)
+  // Told each worker's process id and device as it starts (replacements too): a pid to attach a
+  // debugger to, or to kill.
+  std::function<void(long pid, const std::string& device)> started;
 };
 
 // Runs `cases` in child processes, each case in whichever worker is free. `make_backend` is

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -170,6 +171,12 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
     EXPECT_EQ(std::string(e.what()), "the worker process gave no answer within 1 s of starting (--timeout) and was killed");
   }
   EXPECT_THROW(parse({"run", "x", "--timeout", "-1"}), UsageError);
+  // -v names each worker's process as it starts: the first, and the one after the hang.
+  const CommandOutput verbose = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-b[234]*",
+                                         "--backend", "cpu", "--kernel", plugin("hangs"), "--timeout", "0.5", "-v"});
+  const std::regex started("worker process [0-9]+ on modelled sm_90");
+  EXPECT_EQ(std::distance(std::sregex_iterator(verbose.text.begin(), verbose.text.end(), started), std::sregex_iterator()), 2)
+      << verbose.text;
   EXPECT_EQ(parse({"run", "x"}).backend.timeout_seconds, 900);
 }
 
