@@ -151,7 +151,8 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   bundled.pointer.clear();
   write_text(dir / "case.json", dump_json(case_to_json(bundled), 2) + "\n");
   std::vector<std::string> written{"REPORT.md", "case.json"};
-  // Without a run (a rejection, or not-run) the inputs are made here, within the budget.
+  // Without a run's artifacts (a rejection, not-run, a fault, or a run that took its worker down)
+  // the inputs are made here, within the host budget.
   const bool inputs_fit = artifacts || !host_inputs_refusal(spec, backend, options);
   if (inputs_fit) {
     write_safetensors((dir / "inputs.safetensors").string(),

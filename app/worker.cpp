@@ -242,6 +242,23 @@ class Worker {
   std::optional<LineReader> reader_;
 };
 
+// When a worker's answer is due: `limit_seconds` (--timeout) after `start`; never for 0.
+struct Deadline {
+  double limit_seconds = 0;
+  std::chrono::steady_clock::time_point start;
+
+  bool passed() const { return limit_seconds > 0 && seconds_left() <= 0; }
+  // What poll waits for it: -1 (no limit), else the milliseconds left, rounded up.
+  int poll_milliseconds() const {
+    return limit_seconds > 0 ? int(std::clamp(std::ceil(seconds_left() * 1000), 0.0, 3600e3)) : -1;
+  }
+
+ private:
+  double seconds_left() const {
+    return limit_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
 // The result of a case whose worker process was lost while running it (`how`).
 CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device, const std::string& kernel,
                      const std::string& how, std::chrono::steady_clock::time_point start) {
@@ -362,13 +379,10 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
       }
     if (waiting.empty()) continue;
     // Wake for the earliest deadline of a running case (a worker starting up counts as its case).
-    const std::chrono::duration<double> limit(plan.case_timeout_seconds);
     int wait_ms = -1;
-    if (plan.case_timeout_seconds > 0) {
-      const auto now = std::chrono::steady_clock::now();
-      double earliest = limit.count();
-      for (const Slot* slot : owners) earliest = std::min(earliest, (limit - (now - slot->start)).count());
-      wait_ms = int(std::clamp(std::ceil(earliest * 1000), 0.0, 3600e3));
+    for (const Slot* slot : owners) {
+      const int ms = Deadline{plan.case_timeout_seconds, slot->start}.poll_milliseconds();
+      wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
     }
     if (::poll(waiting.data(), waiting.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
@@ -377,7 +391,7 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
     for (std::size_t i = 0; i < waiting.size(); ++i) {
       Slot& slot = *owners[i];
       if (!waiting[i].revents) {
-        if (plan.case_timeout_seconds > 0 && std::chrono::steady_clock::now() - slot.start >= limit) {
+        if (Deadline{plan.case_timeout_seconds, slot.start}.passed()) {
           const bool started = slot.greeted;
           slot.worker->kill();
           // A first worker that never starts would cost every case the same wait: the run's error.
@@ -443,21 +457,16 @@ class WorkerRunner final : public CaseRunner {
   // The worker's next message, or nothing once it is gone or past the deadline (then killed);
   // `how` says which.
   std::optional<json> next_message(std::string& how) {
-    const std::chrono::duration<double> limit(backend_options_.timeout_seconds);
+    const Deadline due{backend_options_.timeout_seconds, started_};
     for (;;) {
       if (std::optional<json> message = worker_->buffered()) return message;
-      int wait_ms = -1;
-      if (limit.count() > 0) {
-        const std::chrono::duration<double> left = limit - (std::chrono::steady_clock::now() - started_);
-        if (left.count() <= 0) {
-          worker_->kill();
-          how = fmt::format("gave no answer within {} s (--timeout) and was killed", backend_options_.timeout_seconds);
-          return std::nullopt;
-        }
-        wait_ms = int(std::clamp(std::ceil(left.count() * 1000), 1.0, 3600e3));
+      if (due.passed()) {
+        worker_->kill();
+        how = fmt::format("gave no answer within {} s (--timeout) and was killed", backend_options_.timeout_seconds);
+        return std::nullopt;
       }
       pollfd waiting{worker_->socket(), POLLIN, 0};
-      const int ready = ::poll(&waiting, 1, wait_ms);
+      const int ready = ::poll(&waiting, 1, due.poll_milliseconds());
       if (ready < 0 && errno != EINTR)
         throw std::runtime_error(fmt::format("waiting for the worker process: {}", std::strerror(errno)));
       if (ready > 0 && !worker_->read_more()) {
