@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
@@ -17,22 +18,55 @@ namespace {
 
 void add_kernel_options(CLI::App* command, BackendOptions& options);
 
+// A number with nothing after it, parsed whole (CLI11's range checks print 1.8e308 as their upper
+// bound and let "nan" through, which would make --fail-under never fail).
+template <typename Number>
+bool parse_whole(const std::string& text, Number& value) {
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  return !text.empty() && error == std::errc() && stop == end;
+}
+
 // A seed must come back exactly as a report printed it: CLI11's own conversion wraps "-1" and
 // saturates 2^64 and up to 2^64 - 1 without a word, which would reproduce a different case.
 const CLI::Validator kDecimalSeed(
     [](const std::string& text) -> std::string {
       std::uint64_t value = 0;
-      const char* end = text.data() + text.size();
-      const auto [stop, error] = std::from_chars(text.data(), end, value);
-      if (text.empty() || error != std::errc() || stop != end)
-        return fmt::format("expected a decimal seed in [0, 2^64), got \"{}\"", text);
+      if (!parse_whole(text, value)) return fmt::format("expected a decimal seed in [0, 2^64), got \"{}\"", text);
       return "";
     },
     "SEED");
 
+const CLI::Validator kDeviceOrdinal(
+    [](const std::string& text) -> std::string {
+      int value = 0;
+      if (!parse_whole(text, value) || value < 0)
+        return fmt::format("expected a CUDA device ordinal (0, 1, ...), got \"{}\"", text);
+      return "";
+    },
+    "ORDINAL");
+
+const CLI::Validator kSeconds(
+    [](const std::string& text) -> std::string {
+      double value = 0;
+      if (!parse_whole(text, value) || !std::isfinite(value) || value < 0)
+        return fmt::format("expected seconds >= 0 (0: no limit), got \"{}\"", text);
+      return "";
+    },
+    "SECONDS");
+
+const CLI::Validator kPercent(
+    [](const std::string& text) -> std::string {
+      double value = 0;
+      if (!parse_whole(text, value) || !(value >= 0 && value <= 100))
+        return fmt::format("expected a percentage from 0 to 100, got \"{}\"", text);
+      return "";
+    },
+    "PERCENT");
+
 void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--device", options.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kDeviceOrdinal)
       ->capture_default_str();
   command->add_option("--backend", options.backend,
                       "auto: the CUDA device if there is one; cuda; cpu: the CPU stand-ins of both kernels")
@@ -50,7 +84,7 @@ void add_timeout_option(CLI::App* command, BackendOptions& options) {
   command->add_option("--timeout", options.timeout_seconds,
                       "seconds a case run in a worker process (an external kernel; run --devices) may take before the "
                       "worker is killed and the case is an error, so a kernel that hangs costs only its case; 0: no limit")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kSeconds)
       ->capture_default_str();
 }
 
@@ -244,9 +278,9 @@ Invocation parse(const std::vector<std::string>& args) {
   mutants->add_option("--json", inv.mutants.json_path, "write which cases killed which mutant as JSON here");
   mutants->add_option("--fail-under", inv.mutants.fail_under,
                       "exit 1 when the mutation score (percent of mutants killed) is below this, e.g. 100")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(kPercent);
   mutants->add_option("--device", inv.backend.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kDeviceOrdinal);
   mutants->add_option("--backend", inv.backend.backend,
                       "auto: the CUDA device if there is one (mutants of a one-thread-per-token kernel); cpu: the "
                       "same mutants on the host")

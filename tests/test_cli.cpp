@@ -78,6 +78,37 @@ TEST(Cli, UsageErrors) {
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model", "x"}), UsageError);
 }
 
+// Numbers are taken whole and in range, and a bad one is named in words (not CLI11's range of
+// 0 to 1.8e308); a NaN percentage would have made --fail-under never fail.
+TEST(Cli, NumericOptionsSayWhatTheyExpect) {
+  const auto message = [](std::vector<std::string> args) {
+    try {
+      parse(args);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  for (const char* bad : {"-1", "x", "1.5", "", "2147483648"}) {
+    EXPECT_NE(message({"run", "x", "--device", bad}).find("--device: expected a CUDA device ordinal (0, 1, ...), got"),
+              std::string::npos)
+        << bad;
+    EXPECT_NE(message({"mutants", "--device", bad}).find("expected a CUDA device ordinal"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(parse({"run", "x", "--device", "3"}).backend.device, 3);
+  for (const char* bad : {"-1", "nan", "inf", "-inf", "abc", "1s", ""})
+    EXPECT_NE(message({"run", "x", "--timeout", bad}).find("--timeout: expected seconds >= 0 (0: no limit), got"), std::string::npos)
+        << bad;
+  EXPECT_EQ(parse({"run", "x", "--timeout", "0"}).backend.timeout_seconds, 0.0);
+  EXPECT_EQ(parse({"shrink", "x", "--timeout", "2.5"}).backend.timeout_seconds, 2.5);
+  for (const char* bad : {"nan", "-0.5", "100.5", "inf", "50%"})
+    EXPECT_NE(message({"mutants", "--fail-under", bad}).find("--fail-under: expected a percentage from 0 to 100, got"),
+              std::string::npos)
+        << bad;
+  EXPECT_EQ(parse({"mutants", "--fail-under", "100"}).mutants.fail_under, 100.0);
+  EXPECT_EQ(message({"run", "x", "--device", "x"}).find("179769"), std::string::npos);
+}
+
 TEST(Cli, BadCaseFileExitsTwoNamingFileAndPointerAndKeepsOtherCases) {
   TempDir dir;
   dir.file("good.json", case_text("good"));
