@@ -18,51 +18,33 @@ namespace {
 
 void add_kernel_options(CLI::App* command, BackendOptions& options);
 
-// A number with nothing after it, parsed whole (CLI11's range checks print 1.8e308 as their upper
-// bound and let "nan" through, which would make --fail-under never fail).
-template <typename Number>
-bool parse_whole(const std::string& text, Number& value) {
-  const char* end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data(), end, value);
-  return !text.empty() && error == std::errc() && stop == end;
+// Options taken as a number with nothing after it, in the range `accept` allows, refused in words
+// otherwise (CLI11's own checks print 1.8e308 as a range's bound and let "nan" through).
+template <typename Number, typename Accept>
+CLI::Validator whole_number(const char* name, const char* expected, Accept accept) {
+  return CLI::Validator(
+      [expected, accept](const std::string& text) -> std::string {
+        Number value{};
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (text.empty() || error != std::errc() || stop != end || !accept(value))
+          return fmt::format("expected {}, got \"{}\"", expected, text);
+        return "";
+      },
+      name);
 }
 
 // A seed must come back exactly as a report printed it: CLI11's own conversion wraps "-1" and
 // saturates 2^64 and up to 2^64 - 1 without a word, which would reproduce a different case.
-const CLI::Validator kDecimalSeed(
-    [](const std::string& text) -> std::string {
-      std::uint64_t value = 0;
-      if (!parse_whole(text, value)) return fmt::format("expected a decimal seed in [0, 2^64), got \"{}\"", text);
-      return "";
-    },
-    "SEED");
-
-const CLI::Validator kDeviceOrdinal(
-    [](const std::string& text) -> std::string {
-      int value = 0;
-      if (!parse_whole(text, value) || value < 0)
-        return fmt::format("expected a CUDA device ordinal (0, 1, ...), got \"{}\"", text);
-      return "";
-    },
-    "ORDINAL");
-
-const CLI::Validator kSeconds(
-    [](const std::string& text) -> std::string {
-      double value = 0;
-      if (!parse_whole(text, value) || !std::isfinite(value) || value < 0)
-        return fmt::format("expected seconds >= 0 (0: no limit), got \"{}\"", text);
-      return "";
-    },
-    "SECONDS");
-
-const CLI::Validator kPercent(
-    [](const std::string& text) -> std::string {
-      double value = 0;
-      if (!parse_whole(text, value) || !(value >= 0 && value <= 100))
-        return fmt::format("expected a percentage from 0 to 100, got \"{}\"", text);
-      return "";
-    },
-    "PERCENT");
+const CLI::Validator kDecimalSeed =
+    whole_number<std::uint64_t>("SEED", "a decimal seed in [0, 2^64)", [](std::uint64_t) { return true; });
+const CLI::Validator kDeviceOrdinal =
+    whole_number<int>("ORDINAL", "a CUDA device ordinal (0, 1, ...)", [](int value) { return value >= 0; });
+const CLI::Validator kSeconds = whole_number<double>("SECONDS", "seconds >= 0 (0: no limit)",
+                                                     [](double value) { return std::isfinite(value) && value >= 0; });
+// A NaN would make --fail-under never fail.
+const CLI::Validator kPercent = whole_number<double>("PERCENT", "a percentage from 0 to 100",
+                                                     [](double value) { return value >= 0 && value <= 100; });
 
 void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--device", options.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")

@@ -19,21 +19,10 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                             \
-  do {                                                                                          \
-    const cudaError_t status = (call);                                                          \
-    if (status != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(status));      \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "graph_timing.h"
 
-constexpr int kVectors = 896;  // 16-byte vectors in a row of H=7168 bf16
-constexpr int kLaunchesPerGraph = 20;
 
-struct RowSet {
-  uint4 *prefix, *delta, *blocks, *output;
-};
+constexpr int kReplays = 30;  // graph replays per median
 
 __device__ __forceinline__ void mix(uint4& a, const uint4& b) { a.x ^= b.x, a.y ^= b.y, a.z ^= b.z, a.w ^= b.w; }
 
@@ -168,38 +157,6 @@ __global__ void __launch_bounds__(256) flat_shape(RowSet s, long tokens) {
     one_vector<kBlocks>(s, i / kVectors, int(i % kVectors));
 }
 
-template <typename Enqueue>
-double median_us(cudaStream_t stream, Enqueue enqueue) {
-  for (int i = 0; i < 3; ++i) enqueue(i, stream);
-  CHECK(cudaStreamSynchronize(stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunchesPerGraph; ++i) enqueue(i, stream);
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  CHECK(cudaGraphLaunch(exec, stream));
-  std::vector<double> us;
-  for (int r = 0; r < 30; ++r) {
-    CHECK(cudaEventRecord(start, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(stop, stream));
-    CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(ms * 1000.0 / kLaunchesPerGraph);
-  }
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
 // bench's copy bandwidth: read + written bytes of a 2 GiB device-to-device copy.
 double copy_bandwidth(cudaStream_t stream) {
   const std::size_t bytes = std::size_t(2) << 30;
@@ -230,30 +187,14 @@ template <int kBlocks>
 void measure(cudaStream_t stream, long tokens, double copy_bw, int sms) {
   const std::size_t row = kVectors * sizeof(uint4);
   const double moved = double(tokens) * row * (kBlocks + 4);  // prefix, delta, blocks read; prefix, output written
-  const double set_bytes = double(tokens) * row * (kBlocks + 3);
-  const int sets = int(std::max(2.0, std::min(64.0, 4 * 50e6 / set_bytes + 1)));  // together > 4x the 50 MB L2
-  std::vector<RowSet> rows(sets);
-  for (RowSet& s : rows) {
-    CHECK(cudaMalloc(&s.prefix, tokens * row));
-    CHECK(cudaMalloc(&s.delta, tokens * row));
-    CHECK(cudaMalloc(&s.blocks, tokens * row * kBlocks));
-    CHECK(cudaMalloc(&s.output, tokens * row));
-    CHECK(cudaMemset(s.prefix, 1, tokens * row));
-    CHECK(cudaMemset(s.delta, 2, tokens * row));
-    CHECK(cudaMemset(s.blocks, 3, tokens * row * kBlocks));
-  }
-  const std::size_t half = std::size_t(moved / 2) / 16 * 16;
-  unsigned char *source, *target;
-  CHECK(cudaMalloc(&source, half * sets));
-  CHECK(cudaMalloc(&target, half * sets));
-  const double same_bytes = median_us(stream, [&](int i, cudaStream_t s) {
-    CHECK(cudaMemcpyAsync(target + (i % sets) * half, source + (i % sets) * half, half, cudaMemcpyDeviceToDevice, s));
-  });
-  const double row_us = median_us(stream, [&](int i, cudaStream_t s) {
+  const std::vector<RowSet> rows = make_row_sets(tokens, kBlocks, 2, 64);
+  const int sets = int(rows.size());
+  const double same_bytes = same_bytes_copy_us(stream, kReplays, moved, sets);
+  const double row_us = median_us(stream, kReplays, [&](int i, cudaStream_t s) {
     row_shape<kBlocks><<<unsigned(tokens), kVectors, 0, s>>>(rows[i % sets]);
     CHECK(cudaGetLastError());
   });
-  const double hold_us = median_us(stream, [&](int i, cudaStream_t s) {
+  const double hold_us = median_us(stream, kReplays, [&](int i, cudaStream_t s) {
     hold_shape<kBlocks><<<unsigned(tokens), kVectors, 0, s>>>(rows[i % sets]);
     CHECK(cudaGetLastError());
   });
@@ -263,7 +204,7 @@ void measure(cudaStream_t stream, long tokens, double copy_bw, int sms) {
   for (const int per_sm : {1, 2}) {
     const int bytes = per_sm == 1 ? 120 << 10 : 16;
     CHECK(cudaFuncSetAttribute(reread_shape<kBlocks>, cudaFuncAttributeMaxDynamicSharedMemorySize, 120 << 10));
-    const double reread_us = median_us(stream, [&](int i, cudaStream_t s) {
+    const double reread_us = median_us(stream, kReplays, [&](int i, cudaStream_t s) {
       reread_shape<kBlocks><<<unsigned(tokens), kVectors, bytes, s>>>(rows[i % sets]);
       CHECK(cudaGetLastError());
     });
@@ -274,7 +215,7 @@ void measure(cudaStream_t stream, long tokens, double copy_bw, int sms) {
   const int staged_bytes = (kBlocks + 2) * kVectors * 16;
   const auto staged = [&](auto kernel, const char* name) {
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_bytes));
-    const double us = median_us(stream, [&](int i, cudaStream_t s) {
+    const double us = median_us(stream, kReplays, [&](int i, cudaStream_t s) {
       kernel<<<unsigned(tokens), kVectors, staged_bytes, s>>>(rows[i % sets]);
       CHECK(cudaGetLastError());
     });
@@ -286,21 +227,14 @@ void measure(cudaStream_t stream, long tokens, double copy_bw, int sms) {
   staged(staged_shape<kBlocks, 3584, 32>, "tma 3584 B x32");
   staged(staged_shape<kBlocks, 1024, 32>, "tma 1024 B x32");
   for (const int per_sm : {4, 16}) {
-    const double flat_us = median_us(stream, [&](int i, cudaStream_t s) {
+    const double flat_us = median_us(stream, kReplays, [&](int i, cudaStream_t s) {
       flat_shape<kBlocks><<<unsigned(sms * per_sm), 256, 0, s>>>(rows[i % sets], tokens);
       CHECK(cudaGetLastError());
     });
     std::printf(", flat/%d %.1f us (%.1f %%)", per_sm, flat_us, share(flat_us));
   }
   std::printf("\n");
-  for (RowSet& s : rows) {
-    CHECK(cudaFree(s.prefix));
-    CHECK(cudaFree(s.delta));
-    CHECK(cudaFree(s.blocks));
-    CHECK(cudaFree(s.output));
-  }
-  CHECK(cudaFree(source));
-  CHECK(cudaFree(target));
+  free_row_sets(rows);
 }
 
 int main() {
