@@ -28,6 +28,10 @@ struct Part {
 Part read_part(const std::string& path) {
   const BoundedFile read = read_bounded_file(path, kMaxReportBytes, "reports");
   if (!read.error.empty()) bad_report(path, "", read.error);
+  // A CI matrix keeps each job's JUnit file too; say which file merge wants instead of a parse error.
+  const std::size_t first = read.text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && read.text[first] == '<')
+    bad_report(path, "", "an XML file (JUnit?); merge reads the JSON reports of run --json and writes JUnit itself with --junit");
   Part part{path, {}, 0, 0};
   try {
     part.report = report_from_json(parse_json_strict(read.text));

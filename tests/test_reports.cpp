@@ -186,6 +186,9 @@ TEST(Merge, ShardReportsJoinIntoTheUnshardedRunInCaseOrder) {
   EXPECT_NE(merge_error({report("s1.json"), report("all.json")}).find("not a shard, but"), std::string::npos);
   const std::string junk = dir.file("junk.json", R"({"schema": "attnres-check/report", "schema_version": 1})");
   EXPECT_EQ(merge_error({junk}).rfind(junk + ": /backend: ", 0), 0u) << merge_error({junk});
+  // A job's JUnit file given by mistake is named as such, not as a JSON syntax error.
+  EXPECT_EQ(merge_error({report("m.xml")}), report("m.xml") + ": an XML file (JUnit?); merge reads the JSON reports of run --json "
+                                                              "and writes JUnit itself with --junit");
   // Unsharded reports are joined in the order given.
   const CommandOutput twice = testing::run_cli({"merge", report("all.json"), report("all.json"), "--json", report("t.json")});
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(report("t.json")))["cases"].size(), 2 * a["cases"].size());
