@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app/cli.h"
@@ -123,6 +124,24 @@ TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   EXPECT_LT(c["T"].get<int>(), 320);
   EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--interesting", "not-rejected"}).exit_code,
             kExitOk);
+  // The shrunk case is a regression test: a kernel that refuses the layout meets it, and it expects
+  // the refusal of the shrunk layout, not the original's.
+  const std::int64_t hidden = c["H"], stride = c["tensors"]["prefix"]["row_stride"];
+  EXPECT_EQ(c["expect"]["message"], fmt::format("Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}",
+                                                stride, c["has_delta"].get<bool>() ? std::to_string(hidden) : "none", hidden, hidden));
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("ok")}).exit_code, kExitOk);
+
+  // Here the kernel's answer is right (one token: the hard-coded stride is never used), so only
+  // the missing refusal is the bug: shrinking keeps the padding the guard refuses.
+  const std::string no_delta = (dir.path() / "no-delta.json").string();
+  ASSERT_EQ(run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "guard-no-delta-prefix-stride", "--out", no_delta,
+                     "--backend", "cpu", "--kernel", plugin("hardcoded")})
+                .exit_code,
+            kExitOk);
+  const json d = json::parse(read_file(no_delta));
+  EXPECT_GT(d["tensors"]["prefix"]["row_stride"].get<std::int64_t>(), d["H"].get<std::int64_t>());
+  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("ok")}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded")}).exit_code, kExitUnmet);
 }
 
 }  // namespace
