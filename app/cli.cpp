@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "app/git_revision.h"
 #include "app/install_paths.h"
 #include "kernels/problem.h"
 
@@ -297,7 +298,7 @@ Invocation parse(const std::vector<std::string>& args) {
       if (sub->parsed()) inv.help = sub->help();
     return inv;
   } catch (const CLI::CallForVersion&) {
-    inv.help = fmt::format("attnres-check {} (git {}; native images: {})\n", ATTNRES_VERSION, ATTNRES_GIT_REVISION,
+    inv.help = fmt::format("attnres-check {} (git {}; native images: {})\n", ATTNRES_VERSION, kGitRevision,
                            ATTNRES_NATIVE_IMAGES);
     return inv;
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@
 
 #include "app/csv.h"
 #include "app/error_map_image.h"
+#include "app/git_revision.h"
 #include "app/json_io.h"
 #include "app/result_json.h"
 
@@ -347,7 +348,7 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
                                    {"device", context.device},
                                    {"kernel", context.kernel},
                                    {"tool_version", ATTNRES_VERSION},
-                                   {"git_revision", ATTNRES_GIT_REVISION}})
+                                   {"git_revision", kGitRevision}})
     properties += fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", key, xml_escape(value));
   properties += "    </properties>\n";
   std::string body;

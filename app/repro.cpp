@@ -12,6 +12,7 @@
 
 #include "app/error_map_image.h"
 #include "app/file_output.h"
+#include "app/git_revision.h"
 #include "app/json_io.h"
 #include "app/report.h"
 #include "app/result_json.h"
@@ -38,7 +39,7 @@ json environment(const Backend& backend, const BackendOptions& options) {
   const DeviceDescription device = backend.device();
   auto version = [](int v) { return v ? fmt::format("{}.{}", v / 1000, (v % 1000) / 10) : std::string("none"); };
   return {{"tool_version", ATTNRES_VERSION},
-          {"git_revision", ATTNRES_GIT_REVISION},
+          {"git_revision", kGitRevision},
           {"backend", backend.name()},
           {"kernel", kernel.empty() ? "the case's own (auto: the dispatcher)" : kernel},
           {"gpu", device.present ? device.name : "none"},
