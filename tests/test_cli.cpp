@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include <fstream>
 
@@ -8,6 +10,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/git_revision.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -107,6 +110,28 @@ TEST(Cli, NumericOptionsSayWhatTheyExpect) {
         << bad;
   EXPECT_EQ(parse({"mutants", "--fail-under", "100"}).mutants.fail_under, 100.0);
   EXPECT_EQ(message({"run", "x", "--device", "x"}).find("179769"), std::string::npos);
+}
+
+// A command's output, or "" when it failed.
+std::string output_of(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return "";
+  std::string out;
+  char chunk[256];
+  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) out.append(chunk, n);
+  return pclose(pipe) == 0 ? out : "";
+}
+
+// Bundles and reports name the revision the binary was built from, read at build time (a
+// configure-time revision goes stale with every commit built without re-running CMake).
+TEST(Cli, VersionNamesTheRevisionItWasBuiltFrom) {
+  const std::string git = "git -C '" + testing::source_path("") + "' ";
+  std::string head = output_of(git + "rev-parse --short=12 HEAD 2>/dev/null");
+  if (head.empty()) GTEST_SKIP() << "the source tree is not a git checkout";
+  head.pop_back();  // the newline
+  const bool clean = std::system((git + "diff --quiet HEAD -- 2>/dev/null").c_str()) == 0;
+  EXPECT_EQ(std::string(kGitRevision), clean ? head : head + "+dirty");
+  EXPECT_NE(parse({"--version"}).help.find("(git " + std::string(kGitRevision) + ";"), std::string::npos);
 }
 
 TEST(Cli, BadCaseFileExitsTwoNamingFileAndPointerAndKeepsOtherCases) {
