@@ -13,6 +13,7 @@
 #include "app/bench.h"
 #include "app/case_spec.h"
 #include "app/file_output.h"
+#include "app/git_revision.h"
 #include "app/json_io.h"
 #include "app/explore.h"
 #include "app/merge.h"
@@ -249,7 +250,7 @@ CommandOutput info_command(const Invocation& inv) {
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
   const DeviceDescription device = backend->device();
   const NativeImages images = backend->native_images();
-  out.text += fmt::format("attnres-check {}\n", ATTNRES_VERSION);
+  out.text += fmt::format("attnres-check {} (git {})\n", ATTNRES_VERSION, kGitRevision);
   out.text += fmt::format("backend: {}\n", backend->name());
   out.text += fmt::format("device: {}\n", describe_device(device));
   out.text += fmt::format("native images in this build: {}\n", fmt::join(compiled_native_images(), ", "));
