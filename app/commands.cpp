@@ -308,13 +308,11 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
     cases = std::move(kept);
   }
   if (!args.shard.empty()) {
-    int k = 0, n = 0;
-    char slash = 0, extra = 0;
-    if (std::sscanf(args.shard.c_str(), "%d%c%d%c", &k, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || k < 1 || k > n)
-      throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
+    const std::optional<Shard> shard = parse_shard(args.shard);
+    if (!shard) throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
     std::vector<CaseSpec> kept;
     for (std::size_t i = 0; i < cases.size(); ++i)
-      if (int(i % std::size_t(n)) == k - 1) kept.push_back(std::move(cases[i]));
+      if (int(i % std::size_t(shard->n)) == shard->k - 1) kept.push_back(std::move(cases[i]));
     cases = std::move(kept);
   }
   return cases;

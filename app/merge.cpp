@@ -1,13 +1,13 @@
 #include "app/merge.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "app/json_io.h"
+#include "app/report.h"
 
 namespace attnres {
 namespace {
@@ -40,15 +40,10 @@ Part read_part(const std::string& path) {
   }
   const std::string& shard = part.report.context.shard;
   if (!shard.empty()) {
-    const char* const end = shard.data() + shard.size();
-    const auto [slash, k_error] = std::from_chars(shard.data(), end, part.shard);
-    bool parsed = k_error == std::errc() && slash != end && *slash == '/';
-    if (parsed) {
-      const auto [stop, n_error] = std::from_chars(slash + 1, end, part.shards);
-      parsed = n_error == std::errc() && stop == end;
-    }
-    if (!parsed || part.shards < 1 || part.shard < 1 || part.shard > part.shards)
-      bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got {}", quoted_literal(shard)));
+    const std::optional<Shard> parsed = parse_shard(shard);
+    if (!parsed) bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got {}", quoted_literal(shard)));
+    part.shard = parsed->k;
+    part.shards = parsed->n;
   }
   return part;
 }

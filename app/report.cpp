@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -19,6 +20,16 @@
 namespace attnres {
 
 using nlohmann::json;
+
+std::optional<Shard> parse_shard(std::string_view text) {
+  Shard shard;
+  const char* const end = text.data() + text.size();
+  const auto [slash, k_error] = std::from_chars(text.data(), end, shard.k);
+  if (k_error != std::errc() || slash == end || *slash != '/') return std::nullopt;
+  const auto [stop, n_error] = std::from_chars(slash + 1, end, shard.n);
+  if (n_error != std::errc() || stop != end || shard.n < 1 || shard.k < 1 || shard.k > shard.n) return std::nullopt;
+  return shard;
+}
 
 std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());

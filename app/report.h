@@ -1,7 +1,9 @@
 // Printers: turn results into the human table, the JSON report and JUnit XML. They only
 // format; main decides where the text goes.
 #pragma once
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,12 @@ struct RunContext {
   std::string hostname;
   std::string shard;  // "k/n" of run --shard; empty: every selected case
 };
+
+// Shard k of n, from the "k/n" of run --shard (or a report's "shard"): both numbers whole, 1 <= k <= n.
+struct Shard {
+  int k = 0, n = 0;
+};
+std::optional<Shard> parse_shard(std::string_view text);
 
 // When and where a run happens: the current UTC time (ISO 8601) and this host's name.
 std::string utc_timestamp();

@@ -422,6 +422,14 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
 
 namespace {
 
+// A worker's refusal ({key: text, "usage": bool}) as the error it reports: a usage error (exit 2)
+// or another.
+[[noreturn]] void throw_worker_error(const json& message, const char* key) {
+  const std::string text = message.at(key).get<std::string>();
+  if (message.at("usage").get<bool>()) throw UsageError(text);
+  throw std::runtime_error(text);
+}
+
 // CaseRunner on one worker process at a time (case_runner.h).
 class WorkerRunner final : public CaseRunner {
  public:
@@ -488,9 +496,7 @@ class WorkerRunner final : public CaseRunner {
     }
     if (hello->contains("fatal")) {
       worker_.reset();
-      const std::string text = hello->at("fatal").get<std::string>();
-      if (hello->at("usage").get<bool>()) throw UsageError(text);
-      throw std::runtime_error(text);
+      throw_worker_error(*hello, "fatal");
     }
     backend_ = hello->at("backend").get<std::string>();
     device_ = hello->at("device").get<std::string>();
@@ -513,11 +519,7 @@ class WorkerRunner final : public CaseRunner {
     }
     // A lost CUDA context would fail every later case there: a fresh worker takes over.
     if (answer->at("restart").get<bool>()) worker_.reset();
-    if (answer->contains("error")) {
-      const std::string text = answer->at("error").get<std::string>();
-      if (answer->at("usage").get<bool>()) throw UsageError(text);
-      throw std::runtime_error(text);
-    }
+    if (answer->contains("error")) throw_worker_error(*answer, "error");
     if (out && answer->contains("text")) {
       out->text += answer->at("text").get<std::string>();
       out->notes += answer->at("notes").get<std::string>();

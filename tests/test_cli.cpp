@@ -78,6 +78,9 @@ TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({"bench", "--hidden", "65544"}), UsageError);
   EXPECT_FALSE(parse({"run", "--help"}).help.empty());
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}), UsageError);
+  // --shard is read as merge reads a report's shard: whole numbers, nothing around them.
+  for (const char* bad : {" 1/2", "+1/2", "1/2 ", "99999999999/1", "1/99999999999", "1/", "/2", "0/2", "1-2"})
+    EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", bad}), UsageError) << bad;
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model", "x"}), UsageError);
 }
 
