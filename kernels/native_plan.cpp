@@ -1,5 +1,8 @@
 #include "kernels/native_plan.h"
 
+#include <cstdint>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "kernels/native_limits.h"
@@ -8,6 +11,7 @@ namespace attnres::native {
 
 std::string to_string(const Plan& plan) {
   if (plan.variant == Variant::ring) return "ring";
+  if (plan.variant == Variant::ring_cp_async) return "ring/cp.async";
   return fmt::format("split/{}x{}", plan.cluster, plan.vectors_per_thread);
 }
 
@@ -25,7 +29,7 @@ int split_threads(const Plan& plan, int hidden) {
 int split_slots(const Plan& plan, int hidden) { return plan.cluster * split_threads(plan, hidden) / 32; }
 
 std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden) {
-  if (plan.variant == Variant::ring) return std::nullopt;
+  if (plan.variant != Variant::split) return std::nullopt;
   if (plan.cluster < 1 || plan.cluster > kSplitMaxCluster || (plan.cluster & (plan.cluster - 1)) != 0)
     return fmt::format("split clusters are 1, 2, 4 or 8 CTAs, got {}", plan.cluster);
   if (plan.vectors_per_thread < 1 || plan.vectors_per_thread > kSplitMaxVectorsPerThread)
@@ -43,7 +47,7 @@ std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden)
 }
 
 std::vector<Plan> all_plans(int hidden) {
-  std::vector<Plan> plans{Plan{}};
+  std::vector<Plan> plans{Plan{}, Plan{Variant::ring_cp_async}};
   for (int cluster = 1; cluster <= kSplitMaxCluster; cluster *= 2)
     for (int vectors = 1; vectors <= kSplitMaxVectorsPerThread; ++vectors) {
       const Plan plan{Variant::split, cluster, vectors};
@@ -58,21 +62,33 @@ namespace {
 // bounds hold the problem gives the plan; past the last, the ring. Up to 16 rows a cluster of 8
 // fetches a row with 8 SMs at once; from 32 rows on, fewer CTAs per row win; from ~96 rows with 8
 // blocks, ~192 with 4 and ~512 with one, the ring's pipelining across rows beats one round trip
-// per row.
+// per row. Past those, at H=7168, the ring's producer copies by cp.async where that measured
+// 2-11 % faster (1, 2, 4-7 blocks); with 0, 3 and 8 blocks, and at H=2048 and 4096 with any
+// count, its bulk copies win (why is not understood: docs/native-kernel.md, v21).
 struct PolicyRow {
   std::int64_t max_tokens;
+  int min_blocks;
   int max_blocks;
+  int hidden;  // 0: any
   Plan plan;
 };
+constexpr std::int64_t kAnyTokens = std::numeric_limits<std::int64_t>::max();
+constexpr int kKimiK3Hidden = 7168;
+constexpr Plan kRingCpAsync{Variant::ring_cp_async};
 constexpr PolicyRow kPolicy[] = {
-    {16, kMaxBlocks, {Variant::split, 8, 1}},
-    {32, 4, {Variant::split, 4, 2}},
-    {32, kMaxBlocks, {Variant::split, 8, 1}},
-    {64, 4, {Variant::split, 2, 2}},
-    {64, kMaxBlocks, {Variant::split, 2, 1}},
-    {128, 2, {Variant::split, 1, 2}},
-    {192, 4, {Variant::split, 2, 2}},
-    {512, 1, {Variant::split, 2, 2}},
+    {16, 0, kMaxBlocks, 0, {Variant::split, 8, 1}},
+    {32, 0, 4, 0, {Variant::split, 4, 2}},
+    {32, 0, kMaxBlocks, 0, {Variant::split, 8, 1}},
+    {64, 0, 4, 0, {Variant::split, 2, 2}},
+    {64, 0, kMaxBlocks, 0, {Variant::split, 2, 1}},
+    {128, 0, 2, 0, {Variant::split, 1, 2}},
+    {192, 0, 4, 0, {Variant::split, 2, 2}},
+    {512, 0, 1, 0, {Variant::split, 2, 2}},
+    {1024, 1, 1, 0, Plan{}},  // 1 block: cp.async lost 3 % at T=1024 and won 2-6 % from 4096 on
+    {kAnyTokens, 1, 1, kKimiK3Hidden, kRingCpAsync},
+    {kAnyTokens, 2, 2, kKimiK3Hidden, kRingCpAsync},
+    {1024, 3, 3, kKimiK3Hidden, kRingCpAsync},  // 3 blocks: won at T=320, tied at 1024, lost 5 % from 4096
+    {kAnyTokens, 4, 7, kKimiK3Hidden, kRingCpAsync},
 };
 
 }  // namespace
@@ -84,7 +100,8 @@ std::int64_t ring_grid(std::int64_t tokens, int sms) {
 
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden) {
   for (const PolicyRow& row : kPolicy)
-    if (tokens <= row.max_tokens && num_blocks <= row.max_blocks)
+    if (tokens <= row.max_tokens && num_blocks >= row.min_blocks && num_blocks <= row.max_blocks &&
+        (row.hidden == 0 || row.hidden == hidden))
       return plan_unsupported_reason(row.plan, hidden) ? Plan{} : row.plan;
   return Plan{};
 }

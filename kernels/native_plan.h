@@ -11,8 +11,11 @@ namespace attnres::native {
 
 enum class Variant {
   // Persistent grid, one CTA per SM walking rows, a producer warp streaming every source row
-  // through a shared-memory ring: the large-T kernel.
+  // through a shared-memory ring by one bulk copy (cp.async.bulk) per row: the large-T kernel.
   ring,
+  // The ring with the producer warp's 32 lanes copying each row by 16-byte cp.async (the
+  // load/store path): faster where few sources leave the ring many rows of prefetch.
+  ring_cp_async,
   // One row per thread-block cluster of `cluster` CTAs, each taking a slice of H; every load of
   // the row issued up front into registers; partial logits and the output norm's sum of
   // squares exchanged through distributed shared memory: the small-T kernel.
@@ -28,7 +31,7 @@ struct Plan {
   }
 };
 
-// "ring", "split/8x1" (cluster of 8, one vector per thread).
+// "ring", "ring/cp.async", "split/8x1" (cluster of 8, one vector per thread).
 std::string to_string(const Plan& plan);
 
 constexpr int kSplitMaxThreads = 512;
@@ -44,7 +47,7 @@ int split_slots(const Plan& plan, int hidden);
 // Why `plan` cannot run this hidden size (one the native kernel supports), if it cannot.
 std::optional<std::string> plan_unsupported_reason(const Plan& plan, int hidden);
 
-// Every plan that can run this hidden size: the ring and each legal split.
+// Every plan that can run this hidden size: both rings and each legal split.
 std::vector<Plan> all_plans(int hidden);
 
 // The plan the native kernel launches.

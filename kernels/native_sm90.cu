@@ -6,8 +6,9 @@
 // versions tried and their numbers):
 //  - persistent grid, at most one CTA per SM, each CTA walks rows t = blockIdx.x, += gridDim.x;
 //  - one producer warp streams every source row (prefix, delta, blocks) into a ring of
-//    shared-memory stages with bulk async copies (cp.async.bulk) completing on mbarriers,
-//    running ahead across row boundaries;
+//    shared-memory stages completing on mbarriers, running ahead across row boundaries: by one
+//    bulk copy (cp.async.bulk) per row (plan ring) or by 16-byte cp.async copies of all 32 lanes
+//    (plan ring/cp.async, v21: 2-7 % faster at H=7168 with 1, 2, 4-7 blocks);
 //  - H/16 consumer threads each own two 16-byte vectors of the row. A row's stages stay
 //    resident: pass 1 takes every source's (dot with norm_weight*qk_weight, sum of squares),
 //    one transposed reduction and one named barrier give all logits at once,
@@ -99,6 +100,17 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint3
       : "memory");
 }
 
+// One 16-byte copy on the load/store path (cp.async), bypassing L1. No L2 hint: with one, ptxas
+// 13.0 emitted copies that faulted (docs/native-kernel.md, v18).
+__device__ __forceinline__ void copy_vector(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+
+// The barrier counts one arrival of this thread once all its earlier cp.async copies have landed.
+__device__ __forceinline__ void arrive_when_copies_land(std::uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(kConsumerBarrier), "r"(threads) : "memory");
 }
@@ -148,9 +160,11 @@ __device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], i
 }
 
 // kRows rows per iteration (1 or 2) share one CTA-wide reduction; their stages are resident
-// together.
+// together. With vector_copies the producer warp fills a stage by 16-byte cp.async copies of all
+// 32 lanes (plan ring/cp.async), else one lane by one bulk copy (plan ring).
 template <int kSources, int kRows>
-__global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(const AttnResArgs a, int stages) {
+__global__ void __launch_bounds__(kNativeMaxThreads, 1)
+    attnres_native_kernel(const AttnResArgs a, int stages, bool vector_copies) {
   static_assert(kRows == 1 || (kRows == 2 && kSources <= kMaxPairedSources), "two rows fit one reduction");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Dynamic shared memory: each consumer thread's unnormalised mix of the previous iteration's
@@ -174,8 +188,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i) {
-      mbar_init(&full[i], 1);
-      mbar_init(&empty[i], consumer_warps);
+      mbar_init(&full[i], vector_copies ? 32 : 1);
+      mbar_init(&empty[i], consumer_threads);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -183,28 +197,37 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
   native_device::wait_for_previous_grid();
   native_device::allow_dependent_launch();
 
-  if (threadIdx.x >= consumer_threads) {  // producer warp: one lane issues every copy
-    if (threadIdx.x != consumer_threads) return;
+  if (threadIdx.x >= consumer_threads) {  // producer warp
+    const int lane = threadIdx.x - consumer_threads;
+    if (!vector_copies && lane != 0) return;
+    const int vectors = int(row_bytes / sizeof(uint4));
     int stage = 0;
     std::uint32_t phase = 0;
     const std::uint64_t policy = evict_first_policy();
     for (std::int64_t t = blockIdx.x; t < s.tokens; t += gridDim.x) {
       for (int j = 0; j < plan.loads; ++j) {
         mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released
-        mbar_arrive_expect_tx(&full[stage], row_bytes);
-        bulk_load(ring + std::size_t(stage) * row_bytes, load_source(a, t, j, plan), row_bytes, &full[stage], policy);
+        unsigned char* const target = ring + std::size_t(stage) * row_bytes;
+        if (vector_copies) {
+          const uint4* const source = reinterpret_cast<const uint4*>(load_source(a, t, j, plan));
+          for (int v = lane; v < vectors; v += 32) copy_vector(reinterpret_cast<uint4*>(target) + v, source + v);
+          arrive_when_copies_land(&full[stage]);
+        } else {
+          mbar_arrive_expect_tx(&full[stage], row_bytes);
+          bulk_load(target, load_source(a, t, j, plan), row_bytes, &full[stage], policy);
+        }
         if (++stage == stages) {
           stage = 0;
           phase ^= 1u;
         }
       }
     }
+    if (vector_copies) asm volatile("cp.async.wait_all;" ::: "memory");
     return;
   }
 
   // Consumers: thread c owns elements [8c, 8c+8) and [8(c+C), 8(c+C)+8), C = consumer threads.
   const int c = threadIdx.x;
-  const int lane = c % 32;
   int element[kVecsPerThread];
 #pragma unroll
   for (int v = 0; v < kVecsPerThread; ++v) element[v] = (c + v * consumer_threads) * kVec;
@@ -233,11 +256,10 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1) attnres_native_kernel(co
   auto slice = [&](int st, int v) {
     return *reinterpret_cast<const uint4*>(ring + std::size_t(st) * row_bytes + element[v] * sizeof(bf16_bits));
   };
-  // Hands a stage back once every lane of this warp has read its slice.
-  auto release = [&](int st) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[st]);
-  };
+  // Hands a stage back: every consumer thread arrives, since an arrive releases only the arriving
+  // thread's own reads (one lane's arrive after __syncwarp left racecheck reporting the next copy
+  // into the stage against the other lanes' reads).
+  auto release = [&](int st) { mbar_arrive(&empty[st]); };
   auto store_output = [&](std::int64_t row, const float (&mixed)[kElemsPerThread], float scale) {
 #pragma unroll
     for (int v = 0; v < kVecsPerThread; ++v) {
@@ -423,7 +445,7 @@ namespace {
 // Kept out of the dynamic shared memory for the kernel's static part (barriers, scratch) and slack.
 constexpr int kStaticSharedBytes = 8192;
 
-using NativeKernel = void (*)(AttnResArgs, int);
+using NativeKernel = void (*)(AttnResArgs, int, bool);
 // kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources, one row per iteration.
 constexpr NativeKernel kNativeKernels[kMaxSources] = {
     attnres_native_kernel<1, 1>, attnres_native_kernel<2, 1>, attnres_native_kernel<3, 1>,
@@ -482,7 +504,8 @@ std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool 
 
 }  // namespace native
 
-void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream) {
+void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
+                        cudaStream_t stream) {
   int device = 0;
   ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
   const LaunchConfig& config = launch_config(device);
@@ -503,7 +526,8 @@ void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_lau
   launch.attrs = &pdl;
   launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
   const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
-  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages));
+  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages,
+                                        plan.variant == native::Variant::ring_cp_async));
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 
@@ -520,10 +544,10 @@ void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, 
   if (const std::optional<std::string> why = native::plan_unsupported_reason(plan, args.shape.hidden))
     throw std::invalid_argument(*why);
   if (args.shape.tokens == 0) return;
-  if (plan.variant == native::Variant::ring)
-    launch_native_ring(args, options.programmatic_dependent_launch, stream);
-  else
+  if (plan.variant == native::Variant::split)
     launch_native_split(args, plan, options.programmatic_dependent_launch, stream);
+  else
+    launch_native_ring(args, plan, options.programmatic_dependent_launch, stream);
 }
 
 }  // namespace attnres

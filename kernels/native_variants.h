@@ -16,7 +16,8 @@ inline cudaLaunchAttribute programmatic_serialization() {
   return attribute;
 }
 
-void launch_native_ring(const AttnResArgs& args, bool programmatic_dependent_launch, cudaStream_t stream);
+void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
+                        cudaStream_t stream);
 void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool programmatic_dependent_launch,
                          cudaStream_t stream);
 

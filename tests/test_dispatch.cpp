@@ -101,13 +101,30 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(100, 3), "split/2x2");
   EXPECT_EQ(pick(129, 0), "split/2x2");
   EXPECT_EQ(pick(192, 4), "split/2x2");
-  EXPECT_EQ(pick(193, 4), "ring");
-  EXPECT_EQ(pick(200, 2), "ring");
+  EXPECT_EQ(pick(193, 4), "ring/cp.async");
+  EXPECT_EQ(pick(200, 2), "ring/cp.async");
   EXPECT_EQ(pick(512, 1), "split/2x2");
   EXPECT_EQ(pick(513, 1), "ring");
-  EXPECT_EQ(pick(129, 5), "ring");
+  EXPECT_EQ(pick(1024, 1), "ring");
+  EXPECT_EQ(pick(1025, 1), "ring/cp.async");
+  EXPECT_EQ(pick(129, 5), "ring/cp.async");
+  EXPECT_EQ(pick(4096, 7), "ring/cp.async");
+  EXPECT_EQ(pick(4096, 0), "ring");
+  EXPECT_EQ(pick(320, 3), "ring/cp.async");
+  EXPECT_EQ(pick(1024, 3), "ring/cp.async");
+  EXPECT_EQ(pick(1025, 3), "ring");
   EXPECT_EQ(pick(320, 8), "ring");
   EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring");
+  EXPECT_EQ(pick(std::int64_t(1) << 40, 6), "ring/cp.async");
+}
+
+// The cp.async copy path was measured faster only at H=7168; other sizes keep the bulk copies.
+TEST(NativePlan, CopyPathChoiceIsLimitedToTheMeasuredHiddenSize) {
+  for (const int hidden : {2048, 4096, 7680})
+    for (const int blocks : {1, 2, 4, 6, 7}) {
+      EXPECT_EQ(native::to_string(native::choose_plan(16384, blocks, hidden)), "ring") << hidden << " " << blocks;
+      EXPECT_EQ(native::to_string(native::choose_plan(1, blocks, hidden)), "split/8x1") << hidden << " " << blocks;
+    }
 }
 
 // Whatever the problem, the policy's plan is one the kernel can run: whole warps, at most 512
@@ -118,7 +135,7 @@ TEST(NativePlan, EveryChoiceFitsEverySupportedShape) {
       for (int blocks = 0; blocks <= native::kMaxBlocks; ++blocks) {
         const native::Plan plan = native::choose_plan(tokens, blocks, hidden);
         ASSERT_FALSE(native::plan_unsupported_reason(plan, hidden)) << native::to_string(plan) << " H=" << hidden;
-        if (plan.variant == native::Variant::ring) continue;
+        if (plan.variant != native::Variant::split) continue;
         const int threads = native::split_threads(plan, hidden);
         EXPECT_EQ(threads % 32, 0);
         EXPECT_LE(threads, native::kSplitMaxThreads);
@@ -144,9 +161,9 @@ TEST(NativePlan, IllegalPlansAreNamed) {
   EXPECT_EQ(native::split_slots(Plan{Variant::split, 8, 1}, 7168), 32);
   std::vector<std::string> names;
   for (const Plan& plan : native::all_plans(7168)) names.push_back(native::to_string(plan));
-  EXPECT_EQ(names, (std::vector<std::string>{"ring", "split/1x2", "split/2x1", "split/2x2", "split/4x1", "split/4x2",
+  EXPECT_EQ(names, (std::vector<std::string>{"ring", "ring/cp.async", "split/1x2", "split/2x1", "split/2x2", "split/4x1", "split/4x2",
                                              "split/8x1", "split/8x2"}));
-  EXPECT_EQ(native::all_plans(512).size(), 9u);  // split/1x1 fits there too
+  EXPECT_EQ(native::all_plans(512).size(), 10u);  // split/1x1 fits there too
 }
 
 // The ring's shared-memory layout on an H200 (132 SMs, 227 KiB opt-in, of which 8 KiB are kept for

@@ -311,36 +311,40 @@ TEST_F(Gpu, EveryNativePlanMatchesTheReference) {
 
 // The ring with two rows per reduction (native::ring_layout picks it for few sources and more rows
 // than SMs): a CTA's last row with and without a partner, one to eight iterations, so each
-// iteration's stashed rows take their norms from the next one's reduction.
+// iteration's stashed rows take their norms from the next one's reduction. Both copy paths.
 TEST_F(Gpu, RingPairedRowsMatchTheReference) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
   int sms = 0, shared_optin = 0;
   ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  backend_->add_kernel(std::make_unique<PlannedNativeKernel>(native::Plan{}));
-  RunOptions options;
-  options.kernel = "native:ring";
+  const native::Plan rings[] = {native::Plan{}, native::Plan{native::Variant::ring_cp_async}};
+  for (const native::Plan& ring : rings) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(ring));
   struct Shape {
     int hidden, num_blocks;
   };
   int variation = 0;
-  for (const Shape shape : {Shape{7168, 0}, Shape{7168, 1}, Shape{7168, 3}, Shape{1536, 6}})
-    for (const std::int64_t tokens : {std::int64_t(sms) + 1, 2 * std::int64_t(sms), 2 * std::int64_t(sms) + 1, 8 * std::int64_t(sms) - 5}) {
-      CaseSpec spec = default_case("paired", tokens, shape.hidden, 8, shape.num_blocks);
-      spec.seed = 1000 + variation;
-      spec.shape.has_delta = variation % 3 != 2;
-      spec.shape.has_output_norm = variation % 4 != 3;
-      spec.shape.block_write_idx = variation % 2 == 0 ? shape.num_blocks : -1;
-      ++variation;
-      const std::optional<native::RingLayout> layout =
-          native::ring_layout(tokens, shape.num_blocks, spec.shape.has_delta, shape.hidden, sms, shared_optin);
-      ASSERT_TRUE(layout.has_value());
-      EXPECT_EQ(layout->rows_per_iteration, 2) << "H=" << shape.hidden << " nb=" << shape.num_blocks;
-      const CaseResult r = run_case(spec, *backend_, options);
-      EXPECT_EQ(r.disposition, Disposition::passed) << "H=" << shape.hidden << " T=" << tokens << " nb=" << shape.num_blocks
-                                                    << " delta=" << spec.shape.has_delta << " norm=" << spec.shape.has_output_norm
-                                                    << ": " << r.detail;
-    }
+  for (const native::Plan& ring : rings) {
+    RunOptions options;
+    options.kernel = "native:" + native::to_string(ring);
+    for (const Shape shape : {Shape{7168, 0}, Shape{7168, 1}, Shape{7168, 3}, Shape{1536, 6}})
+      for (const std::int64_t tokens :
+           {std::int64_t(sms) + 1, 2 * std::int64_t(sms), 2 * std::int64_t(sms) + 1, 8 * std::int64_t(sms) - 5}) {
+        CaseSpec spec = default_case("paired", tokens, shape.hidden, 8, shape.num_blocks);
+        spec.seed = 1000 + variation;
+        spec.shape.has_delta = variation % 3 != 2;
+        spec.shape.has_output_norm = variation % 4 != 3;
+        spec.shape.block_write_idx = variation % 2 == 0 ? shape.num_blocks : -1;
+        ++variation;
+        const std::optional<native::RingLayout> layout =
+            native::ring_layout(tokens, shape.num_blocks, spec.shape.has_delta, shape.hidden, sms, shared_optin);
+        ASSERT_TRUE(layout.has_value());
+        EXPECT_EQ(layout->rows_per_iteration, 2) << "H=" << shape.hidden << " nb=" << shape.num_blocks;
+        const CaseResult r = run_case(spec, *backend_, options);
+        EXPECT_EQ(r.disposition, Disposition::passed)
+            << options.kernel << " H=" << shape.hidden << " T=" << tokens << " nb=" << shape.num_blocks
+            << " delta=" << spec.shape.has_delta << " norm=" << spec.shape.has_output_norm << ": " << r.detail;
+      }
+  }
 }
 
 // bench judges each kernel before timing it: the check must cover the output (a float64
