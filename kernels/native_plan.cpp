@@ -62,33 +62,43 @@ namespace {
 // bounds hold the problem gives the plan; past the last, the ring. Up to 16 rows a cluster of 8
 // fetches a row with 8 SMs at once; from 32 rows on, fewer CTAs per row win; from ~96 rows with 8
 // blocks, ~192 with 4 and ~512 with one, the ring's pipelining across rows beats one round trip
-// per row. Past those, at H=7168, the ring's producer copies by cp.async where that measured
-// 2-11 % faster (1, 2, 4-7 blocks); with 0, 3 and 8 blocks, and at H=2048 and 4096 with any
-// count, its bulk copies win (why is not understood: docs/native-kernel.md, v21).
+// per row (those bounds were measured at H=7168). Below H=4096 the ring's one CTA per SM has too
+// few threads (H/16 + 32) to keep the loads in flight, and one row per CTA wins at every T:
+// 1.5-4.4x at H <= 2048, 1.1-1.3x at 3072. At H=7168 the ring's producer copies by cp.async
+// where that measured 2-11 % faster (1, 2, 4-7 blocks); with 0, 3 and 8 blocks, and at H=2048
+// to 4096 with any count, its bulk copies win (why is not understood: docs/native-kernel.md, v21).
 struct PolicyRow {
   std::int64_t max_tokens;
-  int min_blocks;
-  int max_blocks;
-  int hidden;  // 0: any
+  int min_blocks, max_blocks;
+  int min_hidden, max_hidden;
   Plan plan;
 };
 constexpr std::int64_t kAnyTokens = std::numeric_limits<std::int64_t>::max();
+// A split grid is tokens x cluster CTAs: past this the ring takes any size.
+constexpr std::int64_t kSplitGridTokens = std::numeric_limits<int>::max() / kSplitMaxCluster;
+constexpr int kAnyHidden = kMaxHidden;
 constexpr int kKimiK3Hidden = 7168;
 constexpr Plan kRingCpAsync{Variant::ring_cp_async};
 constexpr PolicyRow kPolicy[] = {
-    {16, 0, kMaxBlocks, 0, {Variant::split, 8, 1}},
-    {32, 0, 4, 0, {Variant::split, 4, 2}},
-    {32, 0, kMaxBlocks, 0, {Variant::split, 8, 1}},
-    {64, 0, 4, 0, {Variant::split, 2, 2}},
-    {64, 0, kMaxBlocks, 0, {Variant::split, 2, 1}},
-    {128, 0, 2, 0, {Variant::split, 1, 2}},
-    {192, 0, 4, 0, {Variant::split, 2, 2}},
-    {512, 0, 1, 0, {Variant::split, 2, 2}},
-    {1024, 1, 1, 0, Plan{}},  // 1 block: cp.async lost 3 % at T=1024 and won 2-6 % from 4096 on
-    {kAnyTokens, 1, 1, kKimiK3Hidden, kRingCpAsync},
-    {kAnyTokens, 2, 2, kKimiK3Hidden, kRingCpAsync},
-    {1024, 3, 3, kKimiK3Hidden, kRingCpAsync},  // 3 blocks: won at T=320, tied at 1024, lost 5 % from 4096
-    {kAnyTokens, 4, 7, kKimiK3Hidden, kRingCpAsync},
+    {16, 0, kMaxBlocks, 0, kAnyHidden, {Variant::split, 8, 1}},
+    {32, 0, 4, 0, kAnyHidden, {Variant::split, 4, 2}},
+    {32, 0, kMaxBlocks, 0, kAnyHidden, {Variant::split, 8, 1}},
+    {64, 0, 4, 0, kAnyHidden, {Variant::split, 2, 2}},
+    {64, 0, kMaxBlocks, 0, kAnyHidden, {Variant::split, 2, 1}},
+    {128, 0, 2, 0, kAnyHidden, {Variant::split, 1, 2}},
+    {192, 0, 4, 0, kAnyHidden, {Variant::split, 2, 2}},
+    {512, 0, 1, 0, kAnyHidden, {Variant::split, 2, 2}},
+    // One vector per thread from 6 sources on: split/Cx2 spills there (docs/native-kernel.md).
+    {kSplitGridTokens, 0, 4, 0, 2048, {Variant::split, 1, 2}},
+    {kSplitGridTokens, 5, kMaxBlocks, 0, 2048, {Variant::split, 1, 1}},
+    {kSplitGridTokens, 0, 1, 2560, 3072, {Variant::split, 1, 2}},
+    {kSplitGridTokens, 2, 4, 2560, 3072, {Variant::split, 2, 2}},
+    {kSplitGridTokens, 0, 1, 3584, 4096, {Variant::split, 2, 2}},
+    {1024, 1, 1, 0, kAnyHidden, Plan{}},  // 1 block: cp.async lost 3 % at T=1024 and won 2-6 % from 4096 on
+    {kAnyTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
+    {kAnyTokens, 2, 2, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
+    {1024, 3, 3, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},  // 3 blocks: won at T=320, tied at 1024, lost 5 % from 4096
+    {kAnyTokens, 4, 7, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
 };
 
 }  // namespace
@@ -101,7 +111,7 @@ std::int64_t ring_grid(std::int64_t tokens, int sms) {
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden) {
   for (const PolicyRow& row : kPolicy)
     if (tokens <= row.max_tokens && num_blocks >= row.min_blocks && num_blocks <= row.max_blocks &&
-        (row.hidden == 0 || row.hidden == hidden))
+        hidden >= row.min_hidden && hidden <= row.max_hidden)
       return plan_unsupported_reason(row.plan, hidden) ? Plan{} : row.plan;
   return Plan{};
 }

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -120,18 +122,42 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
 
 // The cp.async copy path was measured faster only at H=7168; other sizes keep the bulk copies.
 TEST(NativePlan, CopyPathChoiceIsLimitedToTheMeasuredHiddenSize) {
-  for (const int hidden : {2048, 4096, 7680})
-    for (const int blocks : {1, 2, 4, 6, 7}) {
+  for (const int hidden : {4096, 6144, 7680})
+    for (const int blocks : {2, 4, 6, 7}) {
       EXPECT_EQ(native::to_string(native::choose_plan(16384, blocks, hidden)), "ring") << hidden << " " << blocks;
       EXPECT_EQ(native::to_string(native::choose_plan(1, blocks, hidden)), "split/8x1") << hidden << " " << blocks;
     }
+}
+
+// Below H=4096 the ring's CTA has too few threads: one row per CTA at every T the split grid holds.
+TEST(NativePlan, SmallHiddenSizesTakeOneRowPerCta) {
+  const auto pick = [](std::int64_t tokens, int blocks, int hidden) {
+    return native::to_string(native::choose_plan(tokens, blocks, hidden));
+  };
+  for (const int hidden : {512, 1024, 1536, 2048}) {
+    EXPECT_EQ(pick(16384, 1, hidden), "split/1x2") << hidden;
+    EXPECT_EQ(pick(1000, 4, hidden), "split/1x2") << hidden;
+    EXPECT_EQ(pick(16384, 5, hidden), "split/1x1") << hidden;
+    EXPECT_EQ(pick(320, 8, hidden), "split/1x1") << hidden;
+    EXPECT_EQ(pick(1, 8, hidden), "split/8x1") << hidden;  // the decode rows come first
+  }
+  EXPECT_EQ(pick(4096, 1, 3072), "split/1x2");
+  EXPECT_EQ(pick(4096, 3, 2560), "split/2x2");
+  EXPECT_EQ(pick(4096, 8, 3072), "ring");
+  EXPECT_EQ(pick(4096, 1, 4096), "split/2x2");
+  EXPECT_EQ(pick(4096, 2, 4096), "ring");
+  // A split grid is tokens x cluster CTAs, at most INT_MAX: past the table's bound, the ring.
+  const std::int64_t split_bound = std::numeric_limits<int>::max() / native::kSplitMaxCluster;
+  EXPECT_EQ(pick(split_bound, 8, 1024), "split/1x1");
+  EXPECT_EQ(pick(split_bound + 1, 8, 1024), "ring");
+  EXPECT_EQ(pick(std::int64_t(1) << 40, 1, 512), "ring");
 }
 
 // Whatever the problem, the policy's plan is one the kernel can run: whole warps, at most 512
 // threads, at most 32 partial slots per row, and the slices of a row tile H exactly.
 TEST(NativePlan, EveryChoiceFitsEverySupportedShape) {
   for (int hidden = native::kHiddenMultiple; hidden <= native::kMaxHidden; hidden += native::kHiddenMultiple)
-    for (std::int64_t tokens = 0; tokens <= 600; ++tokens)
+    for (std::int64_t tokens = 0; tokens <= 1100; tokens += tokens < 600 ? 1 : 100)
       for (int blocks = 0; blocks <= native::kMaxBlocks; ++blocks) {
         const native::Plan plan = native::choose_plan(tokens, blocks, hidden);
         ASSERT_FALSE(native::plan_unsupported_reason(plan, hidden)) << native::to_string(plan) << " H=" << hidden;
