@@ -217,7 +217,8 @@ Invocation parse(const std::vector<std::string>& args) {
                   "also time the native kernel launched with programmatic dependent launch (each launch's prologue "
                   "overlapping the previous one's tail)");
   bench->add_flag("--native-plans", inv.bench.native_plans,
-                  "also time every plan of the native kernel (ring, split/<cluster>x<vectors>), not only the one it picks");
+                  "also time every plan of the native kernel (ring, ring/cp.async, split/<cluster>x<vectors>), not only the one it "
+                  "picks");
   bench->add_option("--markdown", inv.bench.markdown_path, "also write the table as markdown here");
   bench->add_option("--json", inv.bench.json_path, "also write the results as JSON here");
   bench->add_option("--csv", inv.bench.csv_path, "also write one CSV row per point here");
