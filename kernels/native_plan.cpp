@@ -62,11 +62,13 @@ namespace {
 // bounds hold the problem gives the plan; past the last, the ring. Up to 16 rows a cluster of 8
 // fetches a row with 8 SMs at once; from 32 rows on, fewer CTAs per row win; from ~96 rows with 8
 // blocks, ~192 with 4 and ~512 with one, the ring's pipelining across rows beats one round trip
-// per row (those bounds were measured at H=7168). Below H=4096 the ring's one CTA per SM has too
+// per row (those bounds were measured at H=7168). At small H the ring's one CTA per SM has too
 // few threads (H/16 + 32) to keep the loads in flight, and one row per CTA wins at every T:
-// 1.5-4.4x at H <= 2048, 1.1-1.3x at 3072. At H=7168 the ring's producer copies by cp.async
-// where that measured 2-11 % faster (1, 2, 4-7 blocks); with 0, 3 and 8 blocks, and at H=2048
-// to 4096 with any count, its bulk copies win (why is not understood: docs/native-kernel.md, v21).
+// 1.5-4.4x at H <= 2048, 1.1-1.3x at 3072 with up to 4 blocks, up to 1.14x at 4096 with one
+// (at 3072 with 8 blocks and at 4096 with more than one, the ring). At H=7168 the ring's
+// producer copies by cp.async where that measured 2-11 % faster (1, 2, 4-7 blocks); with 0, 3
+// and 8 blocks, and at H=2048 to 4096 with any count, its bulk copies win (why is not
+// understood: docs/native-kernel.md, v21).
 struct PolicyRow {
   std::int64_t max_tokens;
   int min_blocks, max_blocks;
@@ -94,7 +96,7 @@ constexpr PolicyRow kPolicy[] = {
     {kSplitGridTokens, 0, 1, 2560, 3072, {Variant::split, 1, 2}},
     {kSplitGridTokens, 2, 4, 2560, 3072, {Variant::split, 2, 2}},
     {kSplitGridTokens, 0, 1, 3584, 4096, {Variant::split, 2, 2}},
-    {1024, 1, 1, 0, kAnyHidden, Plan{}},  // 1 block: cp.async lost 3 % at T=1024 and won 2-6 % from 4096 on
+    {1024, 1, 1, 0, kAnyHidden, Plan{}},  // 1 block: cp.async lost 2-3 % at T=1024, won 5-11 % from 4096 on
     {kAnyTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
     {kAnyTokens, 2, 2, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
     {1024, 3, 3, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},  // 3 blocks: won at T=320, tied at 1024, lost 5 % from 4096
