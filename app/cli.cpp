@@ -22,7 +22,7 @@ void add_kernel_options(CLI::App* command, BackendOptions& options);
 // Options taken as a number with nothing after it, in the range `accept` allows, refused in words
 // otherwise (CLI11's own checks print 1.8e308 as a range's bound and let "nan" through).
 template <typename Number, typename Accept>
-CLI::Validator whole_number(const char* name, const char* expected, Accept accept) {
+CLI::Validator number_in_full(const char* name, const char* expected, Accept accept) {
   return CLI::Validator(
       [expected, accept](const std::string& text) -> std::string {
         Number value{};
@@ -38,14 +38,14 @@ CLI::Validator whole_number(const char* name, const char* expected, Accept accep
 // A seed must come back exactly as a report printed it: CLI11's own conversion wraps "-1" and
 // saturates 2^64 and up to 2^64 - 1 without a word, which would reproduce a different case.
 const CLI::Validator kDecimalSeed =
-    whole_number<std::uint64_t>("SEED", "a decimal seed in [0, 2^64)", [](std::uint64_t) { return true; });
+    number_in_full<std::uint64_t>("SEED", "a decimal seed in [0, 2^64)", [](std::uint64_t) { return true; });
 const CLI::Validator kDeviceOrdinal =
-    whole_number<int>("ORDINAL", "a CUDA device ordinal (0, 1, ...)", [](int value) { return value >= 0; });
-const CLI::Validator kSeconds = whole_number<double>("SECONDS", "seconds >= 0 (0: no limit)",
-                                                     [](double value) { return std::isfinite(value) && value >= 0; });
+    number_in_full<int>("ORDINAL", "a CUDA device ordinal (0, 1, ...)", [](int value) { return value >= 0; });
+const CLI::Validator kSeconds = number_in_full<double>("SECONDS", "seconds >= 0 (0: no limit)",
+                                                       [](double value) { return std::isfinite(value) && value >= 0; });
 // A NaN would make --fail-under never fail.
-const CLI::Validator kPercent = whole_number<double>("PERCENT", "a percentage from 0 to 100",
-                                                     [](double value) { return value >= 0 && value <= 100; });
+const CLI::Validator kPercent = number_in_full<double>("PERCENT", "a percentage from 0 to 100",
+                                                       [](double value) { return value >= 0 && value <= 100; });
 
 void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--device", options.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")

@@ -96,7 +96,8 @@ constexpr PolicyRow kPolicy[] = {
     {kSplitGridTokens, 0, 1, 2560, 3072, {Variant::split, 1, 2}},
     {kSplitGridTokens, 2, 4, 2560, 3072, {Variant::split, 2, 2}},
     {kSplitGridTokens, 0, 1, 3584, 4096, {Variant::split, 2, 2}},
-    {1024, 1, 1, 0, kAnyHidden, Plan{}},  // 1 block: cp.async lost 2-3 % at T=1024, won 5-11 % from 4096 on
+    // 1 block: cp.async lost 2-3 % at T=1024, won 5-11 % from 4096 on.
+    {1024, 1, 1, kKimiK3Hidden, kKimiK3Hidden, Plan{}},
     {kAnyTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
     {kAnyTokens, 2, 2, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
     {1024, 3, 3, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},  // 3 blocks: won at T=320, tied at 1024, lost 5 % from 4096
