@@ -98,7 +98,7 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(32, 5), "split/8x1");
   EXPECT_EQ(pick(33, 4), "split/2x2");
   EXPECT_EQ(pick(64, 8), "split/2x1");
-  EXPECT_EQ(pick(65, 8), "ring");
+  EXPECT_EQ(pick(65, 8), "ring/cp.async");
   EXPECT_EQ(pick(100, 2), "split/1x2");
   EXPECT_EQ(pick(100, 3), "split/2x2");
   EXPECT_EQ(pick(129, 0), "split/2x2");
@@ -115,15 +115,15 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(320, 3), "ring/cp.async");
   EXPECT_EQ(pick(1024, 3), "ring/cp.async");
   EXPECT_EQ(pick(1025, 3), "ring");
-  EXPECT_EQ(pick(320, 8), "ring");
-  EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring");
+  EXPECT_EQ(pick(320, 8), "ring/cp.async");
+  EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring/cp.async");
   EXPECT_EQ(pick(std::int64_t(1) << 40, 6), "ring/cp.async");
 }
 
 // The cp.async copy path was measured faster only at H=7168; other sizes keep the bulk copies.
 TEST(NativePlan, CopyPathChoiceIsLimitedToTheMeasuredHiddenSize) {
   for (const int hidden : {4096, 6144, 7680})
-    for (const int blocks : {2, 4, 6, 7}) {
+    for (const int blocks : {2, 4, 6, 7, 8}) {
       EXPECT_EQ(native::to_string(native::choose_plan(16384, blocks, hidden)), "ring") << hidden << " " << blocks;
       EXPECT_EQ(native::to_string(native::choose_plan(1, blocks, hidden)), "split/8x1") << hidden << " " << blocks;
     }
@@ -196,9 +196,10 @@ TEST(NativePlan, IllegalPlansAreNamed) {
 // the kernel's static part): at H=7168 a stage is 14 KiB and a stashed mix 28 KiB.
 TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
   const int shared = 232448;
-  const auto layout = [&](std::int64_t tokens, int blocks, bool delta, int hidden) {
-    const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, shared);
-    return l ? std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) : std::string("none");
+  const auto layout = [&](std::int64_t tokens, int blocks, bool delta, int hidden, bool vector_copies = false) {
+    const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, shared, vector_copies);
+    if (!l) return std::string("none");
+    return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) + (l->stash_norms ? "" : " unstashed");
   };
   EXPECT_EQ(layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: fits 11 stages
   EXPECT_EQ(layout(4096, 3, true, 7168), "2x11");   // 10 of 11
@@ -210,7 +211,26 @@ TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
   EXPECT_EQ(layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
   EXPECT_EQ(layout(4096, 7, true, 4096), "1x16");
   EXPECT_EQ(layout(4096, 8, true, 7168 + 512), "1x12");
-  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
+  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192, false).has_value());  // 10 loads, 8 stages
+}
+
+// The cp.async ring keeps 5 stages free past a row's loads where giving up the stash (two stages
+// at H=7168) reaches that; the bulk-copy ring keeps the stash.
+TEST(NativePlan, VectorCopyRingGivesTheStashToTheRingWhereFewStagesAreFree) {
+  const int shared = 232448;
+  const auto layout = [&](int blocks, bool delta, int hidden, bool vector_copies) {
+    const std::optional<native::RingLayout> l = native::ring_layout(4096, blocks, delta, hidden, 132, shared, vector_copies);
+    if (!l) return std::string("none");
+    return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) + (l->stash_norms ? "" : " unstashed");
+  };
+  EXPECT_EQ(layout(8, true, 7168, true), "1x15 unstashed");  // 10 loads: 3 free beside the stash
+  EXPECT_EQ(layout(8, false, 7168, true), "1x15 unstashed");  // 9 loads: 4
+  EXPECT_EQ(layout(7, true, 7168, true), "1x15 unstashed");
+  EXPECT_EQ(layout(6, true, 7168, true), "1x13");              // 8 loads: 5 free
+  EXPECT_EQ(layout(1, true, 7168, true), "2x11");              // paired rows keep their stashes
+  EXPECT_EQ(layout(8, true, 7168 + 512, true), "1x14 unstashed");
+  EXPECT_EQ(layout(8, true, 4096, true), "1x16");              // 16 stages, the most the ring has
+  EXPECT_EQ(layout(8, true, 7168, false), "1x13");
 }
 
 // The ring's grid evens out the rows: the busiest CTA has as many rows as on a grid of every SM,
