@@ -52,8 +52,8 @@ using native_device::warp_transpose_sum;
 
 constexpr int kMaxStages = 16;
 // cp.async copies land later than bulk copies: the cp.async ring kept pace only with this many
-// stages free past a row's loads (H=7168: 8 blocks leave 3 beside the stash, 5-6 % slower than the
-// bulk copies; 2 more stages in its place made it 1 % faster; docs/native-kernel.md, v25).
+// stages free past a row's loads (H=7168, 8 blocks: 3 free beside the stash, 5-6 % slower than the
+// bulk copies; with 2 more stages in its place, 1-9 % faster; docs/native-kernel.md, v25).
 constexpr int kVectorCopyStagesAhead = 5;
 constexpr int kVec = native::kElementsPerVector;
 constexpr int kVecsPerThread = native::kVectorsPerThread;
