@@ -193,35 +193,33 @@ TEST(NativePlan, IllegalPlansAreNamed) {
 }
 
 // The ring's shared-memory layout on an H200 (132 SMs, 227 KiB opt-in, of which 8 KiB are kept for
-// the kernel's static part): at H=7168 a stage is 14 KiB and a stashed mix 28 KiB.
+// the kernel's static part): at H=7168 a stage is 14 KiB and a stashed mix 28 KiB. "RxS": R rows per
+// iteration, S stages, then " unstashed" where the rows' norms take reductions of their own.
+std::string h200_ring_layout(std::int64_t tokens, int blocks, bool delta, int hidden, bool vector_copies = false) {
+  const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, 232448, vector_copies);
+  if (!l) return "none";
+  return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) + (l->stash_norms ? "" : " unstashed");
+}
+
 TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
-  const int shared = 232448;
-  const auto layout = [&](std::int64_t tokens, int blocks, bool delta, int hidden, bool vector_copies = false) {
-    const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, shared, vector_copies);
-    if (!l) return std::string("none");
-    return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) + (l->stash_norms ? "" : " unstashed");
-  };
-  EXPECT_EQ(layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: fits 11 stages
-  EXPECT_EQ(layout(4096, 3, true, 7168), "2x11");   // 10 of 11
-  EXPECT_EQ(layout(4096, 4, true, 7168), "1x13");   // 12 would not fit
-  EXPECT_EQ(layout(4096, 4, false, 7168), "2x11");  // without delta: 10
-  EXPECT_EQ(layout(4096, 8, true, 7168), "1x13");
-  EXPECT_EQ(layout(132, 1, true, 7168), "1x13");    // one row per CTA: nothing to pair
-  EXPECT_EQ(layout(133, 1, true, 7168), "2x11");
-  EXPECT_EQ(layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
-  EXPECT_EQ(layout(4096, 7, true, 4096), "1x16");
-  EXPECT_EQ(layout(4096, 8, true, 7168 + 512), "1x12");
+  EXPECT_EQ(h200_ring_layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: fits 11 stages
+  EXPECT_EQ(h200_ring_layout(4096, 3, true, 7168), "2x11");   // 10 of 11
+  EXPECT_EQ(h200_ring_layout(4096, 4, true, 7168), "1x13");   // 12 would not fit
+  EXPECT_EQ(h200_ring_layout(4096, 4, false, 7168), "2x11");  // without delta: 10
+  EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168), "1x13");
+  EXPECT_EQ(h200_ring_layout(132, 1, true, 7168), "1x13");    // one row per CTA: nothing to pair
+  EXPECT_EQ(h200_ring_layout(133, 1, true, 7168), "2x11");
+  EXPECT_EQ(h200_ring_layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
+  EXPECT_EQ(h200_ring_layout(4096, 7, true, 4096), "1x16");
+  EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168 + 512), "1x12");
   EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192, false).has_value());  // 10 loads, 8 stages
 }
 
 // The cp.async ring keeps 5 stages free past a row's loads where giving up the stash (two stages
 // at H=7168) reaches that; the bulk-copy ring keeps the stash.
 TEST(NativePlan, VectorCopyRingGivesTheStashToTheRingWhereFewStagesAreFree) {
-  const int shared = 232448;
-  const auto layout = [&](int blocks, bool delta, int hidden, bool vector_copies) {
-    const std::optional<native::RingLayout> l = native::ring_layout(4096, blocks, delta, hidden, 132, shared, vector_copies);
-    if (!l) return std::string("none");
-    return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) + (l->stash_norms ? "" : " unstashed");
+  const auto layout = [](int blocks, bool delta, int hidden, bool vector_copies) {
+    return h200_ring_layout(4096, blocks, delta, hidden, vector_copies);
   };
   EXPECT_EQ(layout(8, true, 7168, true), "1x15 unstashed");  // 10 loads: 3 free beside the stash
   EXPECT_EQ(layout(8, false, 7168, true), "1x15 unstashed");  // 9 loads: 4
