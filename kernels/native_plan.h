@@ -61,17 +61,14 @@ std::int64_t ring_grid(std::int64_t tokens, int sms);
 // How the ring variant lays out its shared memory on a device with `sms` SMs and
 // `shared_optin_bytes` per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): rows per iteration (two
 // rows share one CTA-wide reduction where both rows' stages and stashed mixes fit, the source
-// count fits the reduction's slots and a CTA gets more than one row), ring stages, and whether
-// each row's mix is stashed so that its output norm rides on the next reduction. The cp.async ring
-// (vector_copies) gives up the stash for two more stages where it would leave too few free past a
-// row's loads; its rows then take a second reduction each.
+// count fits the reduction's slots and a CTA gets more than one row) and ring stages. Each row's
+// mix is stashed in shared memory so that its output norm rides on the next reduction.
 struct RingLayout {
   int rows_per_iteration = 1;
   int stages = 0;
-  bool stash_norms = true;
 };
 // nullopt where one row's loads do not fit the ring. Defined with the ring (kernels/native_sm90.cu).
 std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int sms,
-                                      int shared_optin_bytes, bool vector_copies);
+                                      int shared_optin_bytes);
 
 }  // namespace attnres::native

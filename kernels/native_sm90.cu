@@ -9,17 +9,16 @@
 //    shared-memory stages completing on mbarriers, running ahead across row boundaries: by one
 //    bulk copy (cp.async.bulk) per row (plan ring) or by 16-byte cp.async copies of all 32 lanes
 //    (plan ring/cp.async, v21: 1-11 % faster at H=7168 with 1, 2, 4-8 blocks);
-//  - H/16 consumer threads each own two 16-byte vectors of the row. A row's stages stay
-//    resident: pass 1 takes every source's (dot with norm_weight*qk_weight, sum of squares),
-//    one transposed reduction and one named barrier give all logits at once,
-//    native_device::softmax_weights the weights, pass 2 mixes and hands each stage back;
+//  - H/16 consumer threads each own two 16-byte vectors of the row. Pass 1 takes every source's
+//    (dot with norm_weight*qk_weight, sum of squares), one transposed reduction and one named
+//    barrier give all logits at once, native_device::softmax_weights the weights, pass 2 mixes.
+//    The first kMaxHeldSources blocks of a row are copied to registers in pass 1 and their stages
+//    handed back at once (v26); the rest stay resident until pass 2 has read them;
 //  - the source count is a template parameter (v10): the per-source loops are straight-line
 //    code, so the compiler overlaps one source's shared-memory reads with the previous
 //    source's arithmetic;
 //  - the output RMSNorm's sum of squares rides on the next row's reduction (v11): the mix
-//    waits in shared memory for one row, so each row costs one barrier, not two; where that
-//    stash would leave the cp.async ring too few free stages, it takes the second barrier and
-//    the stages instead (v25, native::ring_layout);
+//    waits in shared memory for one row, so each row costs one barrier, not two;
 //  - prefix write-back and the block write are fused;
 //  - with few sources and more rows than SMs, two rows share each reduction (v12,
 //    native::ring_layout): half the barriers and softmax set-up per row, twice the independent
@@ -51,10 +50,11 @@ using native_device::unpack;
 using native_device::warp_transpose_sum;
 
 constexpr int kMaxStages = 16;
-// cp.async copies land later than bulk copies: the cp.async ring kept pace only with this many
-// stages free past a row's loads (H=7168, 8 blocks: 3 free beside the stash, 5-6 % slower than the
-// bulk copies; with 2 more stages in its place, 1-9 % faster; docs/native-kernel.md, v25).
-constexpr int kVectorCopyStagesAhead = 5;
+// Blocks of a one-row iteration whose slices a consumer thread holds in registers from pass 1 to
+// pass 2, so their stages go back to the producer a whole reduction earlier (v26: 3-8 % faster
+// from 4 blocks on at H=7168). The most that fit beside the rest of the 9-source kernel in 128
+// registers (512 threads); six spilled. Paired rows hold none (one block held cost 1 %).
+constexpr int kMaxHeldSources = 5;
 constexpr int kVec = native::kElementsPerVector;
 constexpr int kVecsPerThread = native::kVectorsPerThread;
 constexpr int kElemsPerThread = kVec * kVecsPerThread;
@@ -165,29 +165,15 @@ __device__ __forceinline__ float cta_sum(float (&v)[32], float (*scratch)[32], i
   return total;  // lane l: the total of value l
 }
 
-// The CTA-wide total of one value per consumer thread, the same bits in every thread.
-__device__ __forceinline__ float cta_total(float value, float (*scratch)[32], int warps, int threads) {
-#pragma unroll
-  for (int width = 16; width > 0; width /= 2) value += __shfl_xor_sync(0xffffffffu, value, width);
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32][0] = value;
-  consumer_sync(threads);
-  float total = 0.f;
-#pragma unroll
-  for (int w = 0; w < kMaxConsumerWarps; ++w)
-    if (w < warps) total += scratch[w][0];
-  return total;
-}
-
 // kRows rows per iteration (1 or 2) share one CTA-wide reduction; their stages are resident
 // together. With vector_copies the producer warp fills a stage by 16-byte cp.async copies of all
-// 32 lanes (plan ring/cp.async), else one lane by one bulk copy (plan ring). With stash_norms a
-// row's output norm rides on the next iteration's reduction (its mix waits in shared memory);
-// without, it takes a reduction of its own and that shared memory goes to the ring
-// (native::ring_layout).
+// 32 lanes (plan ring/cp.async), else one lane by one bulk copy (plan ring).
 template <int kSources, int kRows>
 __global__ void __launch_bounds__(kNativeMaxThreads, 1)
-    attnres_native_kernel(const AttnResArgs a, int stages, bool vector_copies, bool stash_norms) {
+    attnres_native_kernel(const AttnResArgs a, int stages, bool vector_copies) {
   static_assert(kRows == 1 || (kRows == 2 && kSources <= kMaxPairedSources), "two rows fit one reduction");
+  // Sources 1..kHeld (blocks 0..kHeld-1) are held in registers; see kMaxHeldSources.
+  constexpr int kHeld = kRows == 2 ? 0 : kSources - 1 < kMaxHeldSources ? kSources - 1 : kMaxHeldSources;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Dynamic shared memory: each consumer thread's unnormalised mix of the previous iteration's
   // rows (float, laid out so a warp's 16-byte accesses are contiguous), then the ring of stages x H bf16.
@@ -201,7 +187,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
   const int consumer_warps = consumer_threads / 32;
   const std::uint32_t row_bytes = std::uint32_t(hidden) * sizeof(bf16_bits);
   float4* const mix_stash = reinterpret_cast<float4*>(smem);  // [kRows][kElemsPerThread / 4][C]
-  unsigned char* const ring = smem + (stash_norms ? kRows * native_stash_bytes(hidden) : 0);
+  unsigned char* const ring = smem + kRows * native_stash_bytes(hidden);
   const bool write_block = s.block_write_idx >= 0;
   const bool written_block_is_source = write_block && s.block_write_idx < s.num_blocks;
   RowPlan plan;
@@ -335,6 +321,12 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
     uint4 p_packed[kRows][kVecsPerThread];
     // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
     int source_stage[kRows][kSources];
+    uint4 held[kRows][kHeld + 1][kVecsPerThread];  // [r][src] for 1 <= src <= kHeld
+    // This thread's slice v of source src, wherever it is.
+    const auto source = [&](int r, int src, int v) {
+      if (src >= 1 && src <= kHeld) return held[r][src][v];
+      return source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v);
+    };
     float sums[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
@@ -381,10 +373,16 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
           source_stage[r][src] = stage;
           advance(stage, phase);
         }
+        if (src >= 1 && src <= kHeld) {
+#pragma unroll
+          for (int v = 0; v < kVecsPerThread; ++v)
+            held[r][src][v] = source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v);
+          if (source_stage[r][src] >= 0) release(source_stage[r][src]);
+        }
 #pragma unroll
         for (int v = 0; v < kVecsPerThread; ++v) {
           float x[kVec];
-          unpack(source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
+          unpack(source(r, src, v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) {
             sums[kRowSlots * r + src] = fmaf(x[i], gate[v * kVec + i], sums[kRowSlots * r + src]);
@@ -405,7 +403,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
       if (!present[r]) continue;
       float weight[kSources];
       native_device::softmax_weights(total, kRowSlots * r, inv_hidden, s.eps, weight);
-      // Pass 2: the mix, each stage released once read.
+      // Pass 2: the mix, each stage still resident released once read.
       float acc[kElemsPerThread];
 #pragma unroll
       for (int i = 0; i < kElemsPerThread; ++i) acc[i] = 0.f;
@@ -414,15 +412,14 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
 #pragma unroll
         for (int v = 0; v < kVecsPerThread; ++v) {
           float x[kVec];
-          unpack(source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
+          unpack(source(r, src, v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
         }
-        if (source_stage[r][src] >= 0) release(source_stage[r][src]);
+        if (!(src >= 1 && src <= kHeld) && source_stage[r][src] >= 0) release(source_stage[r][src]);
       }
-      // Step 5: the output RMSNorm. With the stash its sum of squares rides on the next
-      // iteration's reduction, so the row's mix waits in shared memory; the CTA's last rows take a
-      // reduction of their own.
+      // Step 5: the output RMSNorm. Its sum of squares rides on the next iteration's reduction,
+      // so the row's mix waits in shared memory; the CTA's last rows take a reduction of their own.
       if (!s.has_output_norm) {
         store_output(row[r], acc, 1.f);
         continue;
@@ -430,12 +427,6 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
       float squares = 0.f;
 #pragma unroll
       for (int i = 0; i < kElemsPerThread; ++i) squares = fmaf(acc[i], acc[i], squares);
-      if (!stash_norms) {
-        const float row_squares = cta_total(squares, scratch[buffer], consumer_warps, consumer_threads);
-        buffer ^= 1;
-        store_output(row[r], acc, rsqrtf(row_squares * inv_hidden + s.output_norm_eps));
-        continue;
-      }
       pending_squares[r] = squares;
 #pragma unroll
       for (int q = 0; q < kElemsPerThread / 4; ++q)
@@ -476,7 +467,7 @@ namespace {
 // Kept out of the dynamic shared memory for the kernel's static part (barriers, scratch) and slack.
 constexpr int kStaticSharedBytes = 8192;
 
-using NativeKernel = void (*)(AttnResArgs, int, bool, bool);
+using NativeKernel = void (*)(AttnResArgs, int, bool);
 // kNativeKernels[num_blocks]: the instantiation for num_blocks + 1 sources, one row per iteration.
 constexpr NativeKernel kNativeKernels[kMaxSources] = {
     attnres_native_kernel<1, 1>, attnres_native_kernel<2, 1>, attnres_native_kernel<3, 1>,
@@ -521,19 +512,17 @@ LaunchConfig& launch_config(int device) {
 namespace native {
 
 std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool has_delta, int hidden, int sms,
-                                      int shared_optin_bytes, bool vector_copies) {
+                                      int shared_optin_bytes) {
   const int shared_bytes = shared_optin_bytes - kStaticSharedBytes;
   const int row_bytes = hidden * int(sizeof(bf16_bits));
   const int stash_bytes = int(native_stash_bytes(hidden));
-  // A row's stages stay resident through both passes: all of an iteration's rows' loads must fit.
+  // All of an iteration's loads must fit at once: paired rows, and the blocks a row does not hold
+  // in registers, keep their stages through both passes.
   const int loads = 1 + int(has_delta) + num_blocks;
   const auto stages = [&](int rows) { return std::min(kMaxStages, (shared_bytes - rows * stash_bytes) / row_bytes); };
-  if (tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads) return RingLayout{2, stages(2), true};
+  if (tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads) return RingLayout{2, stages(2)};
   if (stages(1) < loads) return std::nullopt;
-  const int unstashed_stages = stages(0);
-  if (vector_copies && stages(1) - loads < kVectorCopyStagesAhead && unstashed_stages > stages(1))
-    return RingLayout{1, unstashed_stages, false};
-  return RingLayout{1, stages(1), true};
+  return RingLayout{1, stages(1)};
 }
 
 }  // namespace native
@@ -545,8 +534,8 @@ void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool 
   const LaunchConfig& config = launch_config(device);
   const AttnResShape& shape = args.shape;
   const bool vector_copies = plan.variant == native::Variant::ring_cp_async;
-  const std::optional<native::RingLayout> layout = native::ring_layout(
-      shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, config.sms, config.smem_optin, vector_copies);
+  const std::optional<native::RingLayout> layout =
+      native::ring_layout(shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, config.sms, config.smem_optin);
   if (!layout)
     throw CudaError(fmt::format("native kernel: H={} leaves too few ring stages for {} row loads", shape.hidden,
                                 1 + int(shape.has_delta) + shape.num_blocks),
@@ -554,14 +543,14 @@ void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool 
   cudaLaunchConfig_t launch{};
   launch.gridDim = dim3(unsigned(native::ring_grid(shape.tokens, config.sms)));
   launch.blockDim = dim3(unsigned(shape.hidden / kElemsPerThread + 32));
-  const std::size_t stash_bytes = layout->stash_norms ? std::size_t(layout->rows_per_iteration) * native_stash_bytes(shape.hidden) : 0;
+  const std::size_t stash_bytes = std::size_t(layout->rows_per_iteration) * native_stash_bytes(shape.hidden);
   launch.dynamicSmemBytes = stash_bytes + std::size_t(layout->stages) * shape.hidden * sizeof(bf16_bits);
   launch.stream = stream;
   cudaLaunchAttribute pdl = programmatic_serialization();
   launch.attrs = &pdl;
   launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
   const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
-  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages, vector_copies, layout->stash_norms));
+  ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages, vector_copies));
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
 

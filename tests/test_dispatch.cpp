@@ -194,11 +194,11 @@ TEST(NativePlan, IllegalPlansAreNamed) {
 
 // The ring's shared-memory layout on an H200 (132 SMs, 227 KiB opt-in, of which 8 KiB are kept for
 // the kernel's static part): at H=7168 a stage is 14 KiB and a stashed mix 28 KiB. "RxS": R rows per
-// iteration, S stages, then " unstashed" where the rows' norms take reductions of their own.
-std::string h200_ring_layout(std::int64_t tokens, int blocks, bool delta, int hidden, bool vector_copies = false) {
-  const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, 232448, vector_copies);
+// iteration, S stages.
+std::string h200_ring_layout(std::int64_t tokens, int blocks, bool delta, int hidden) {
+  const std::optional<native::RingLayout> l = native::ring_layout(tokens, blocks, delta, hidden, 132, 232448);
   if (!l) return "none";
-  return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages) + (l->stash_norms ? "" : " unstashed");
+  return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages);
 }
 
 TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
@@ -212,23 +212,7 @@ TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
   EXPECT_EQ(h200_ring_layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
   EXPECT_EQ(h200_ring_layout(4096, 7, true, 4096), "1x16");
   EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168 + 512), "1x12");
-  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192, false).has_value());  // 10 loads, 8 stages
-}
-
-// The cp.async ring keeps 5 stages free past a row's loads where giving up the stash (two stages
-// at H=7168) reaches that; the bulk-copy ring keeps the stash.
-TEST(NativePlan, VectorCopyRingGivesTheStashToTheRingWhereFewStagesAreFree) {
-  const auto layout = [](int blocks, bool delta, int hidden, bool vector_copies) {
-    return h200_ring_layout(4096, blocks, delta, hidden, vector_copies);
-  };
-  EXPECT_EQ(layout(8, true, 7168, true), "1x15 unstashed");  // 10 loads: 3 free beside the stash
-  EXPECT_EQ(layout(8, false, 7168, true), "1x15 unstashed");  // 9 loads: 4
-  EXPECT_EQ(layout(7, true, 7168, true), "1x15 unstashed");
-  EXPECT_EQ(layout(6, true, 7168, true), "1x13");              // 8 loads: 5 free
-  EXPECT_EQ(layout(1, true, 7168, true), "2x11");              // paired rows keep their stashes
-  EXPECT_EQ(layout(8, true, 7168 + 512, true), "1x14 unstashed");
-  EXPECT_EQ(layout(8, true, 4096, true), "1x16");              // 16 stages, the most the ring has
-  EXPECT_EQ(layout(8, true, 7168, false), "1x13");
+  EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
 }
 
 // The ring's grid evens out the rows: the busiest CTA has as many rows as on a grid of every SM,

@@ -336,8 +336,7 @@ TEST_F(Gpu, RingPairedRowsMatchTheReference) {
         spec.shape.block_write_idx = variation % 2 == 0 ? shape.num_blocks : -1;
         ++variation;
         const std::optional<native::RingLayout> layout =
-            native::ring_layout(tokens, shape.num_blocks, spec.shape.has_delta, shape.hidden, sms, shared_optin,
-                                ring.variant == native::Variant::ring_cp_async);
+            native::ring_layout(tokens, shape.num_blocks, spec.shape.has_delta, shape.hidden, sms, shared_optin);
         ASSERT_TRUE(layout.has_value());
         EXPECT_EQ(layout->rows_per_iteration, 2) << "H=" << shape.hidden << " nb=" << shape.num_blocks;
         const CaseResult r = run_case(spec, *backend_, options);
@@ -348,36 +347,42 @@ TEST_F(Gpu, RingPairedRowsMatchTheReference) {
   }
 }
 
-// The cp.async ring where it gives up the stash (native::ring_layout: 7 and 8 blocks at H=7168),
-// so each row's output norm takes a reduction of its own: one row per CTA, rows that wrap the ring,
-// with and without delta, the output norm and the block write.
-TEST_F(Gpu, RingWithoutTheStashMatchesTheReference) {
+// The ring holding a row's first blocks in registers and the rest in their stages (kMaxHeldSources,
+// 5, in kernels/native_sm90.cu): 5, 6 and 8 blocks at two hidden sizes on both copy paths, with the
+// written block among the held blocks, the last held one, the first staged one, a staged one, past
+// the sources, or none; one row per CTA or rows that wrap the ring.
+TEST_F(Gpu, RingWithHeldSourcesMatchesTheReference) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
   int sms = 0, shared_optin = 0;
   ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  const native::Plan ring{native::Variant::ring_cp_async};
-  backend_->add_kernel(std::make_unique<PlannedNativeKernel>(ring));
-  RunOptions options;
-  options.kernel = "native:" + native::to_string(ring);
+  const native::Plan rings[] = {native::Plan{}, native::Plan{native::Variant::ring_cp_async}};
+  for (const native::Plan& ring : rings) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(ring));
   int variation = 0;
-  for (const int num_blocks : {7, 8})
-    for (const std::int64_t tokens : {std::int64_t(1), std::int64_t(sms) + 1, 3 * std::int64_t(sms) - 2}) {
-      CaseSpec spec = default_case("unstashed", tokens, 7168, 9, num_blocks);
-      spec.seed = 2000 + variation;
-      spec.shape.has_delta = num_blocks == 7 || variation % 3 != 2;  // 7 blocks without delta keep the stash
-      spec.shape.has_output_norm = variation % 4 != 3;
-      spec.shape.block_write_idx = variation % 2 == 0 ? num_blocks : -1;
-      ++variation;
-      const std::optional<native::RingLayout> layout =
-          native::ring_layout(tokens, num_blocks, spec.shape.has_delta, 7168, sms, shared_optin, true);
-      ASSERT_TRUE(layout.has_value());
-      EXPECT_FALSE(layout->stash_norms) << "nb=" << num_blocks << " delta=" << spec.shape.has_delta;
-      const CaseResult r = run_case(spec, *backend_, options);
-      EXPECT_EQ(r.disposition, Disposition::passed)
-          << options.kernel << " T=" << tokens << " nb=" << num_blocks << " delta=" << spec.shape.has_delta
-          << " norm=" << spec.shape.has_output_norm << " write=" << spec.shape.block_write_idx << ": " << r.detail;
-    }
+  for (const native::Plan& ring : rings) {
+    RunOptions options;
+    options.kernel = "native:" + native::to_string(ring);
+    for (const int hidden : {7168, 7680})
+      for (const int num_blocks : {5, 6, 8})
+        for (const int write : {-1, 1, 4, 5, num_blocks - 1, num_blocks}) {
+          const std::int64_t tokens = variation % 2 == 0 ? 1 : 3 * std::int64_t(sms) - 2;
+          CaseSpec spec = default_case("held", tokens, hidden, 9, num_blocks);
+          spec.seed = 2000 + variation;
+          spec.shape.has_delta = variation % 3 != 2;
+          spec.shape.has_output_norm = variation % 4 != 3;
+          spec.shape.block_write_idx = write;
+          ++variation;
+          const std::optional<native::RingLayout> layout =
+              native::ring_layout(tokens, num_blocks, spec.shape.has_delta, hidden, sms, shared_optin);
+          ASSERT_TRUE(layout.has_value());
+          ASSERT_EQ(layout->rows_per_iteration, 1) << "H=" << hidden << " nb=" << num_blocks;
+          const CaseResult r = run_case(spec, *backend_, options);
+          EXPECT_EQ(r.disposition, Disposition::passed)
+              << options.kernel << " H=" << hidden << " T=" << tokens << " nb=" << num_blocks
+              << " delta=" << spec.shape.has_delta << " norm=" << spec.shape.has_output_norm << " write=" << write
+              << ": " << r.detail;
+        }
+  }
 }
 
 // bench judges each kernel before timing it: the check must cover the output (a float64
