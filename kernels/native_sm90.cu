@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
   static_assert(kRows == 1 || (kRows == 2 && kSources <= kMaxPairedSources), "two rows fit one reduction");
   // Sources 1..kHeld (blocks 0..kHeld-1) are held in registers; see kMaxHeldSources.
   constexpr int kHeld = kRows == 2 ? 0 : kSources - 1 < kMaxHeldSources ? kSources - 1 : kMaxHeldSources;
+  constexpr auto is_held = [](int src) { return src >= 1 && src <= kHeld; };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Dynamic shared memory: each consumer thread's unnormalised mix of the previous iteration's
   // rows (float, laid out so a warp's 16-byte accesses are contiguous), then the ring of stages x H bf16.
@@ -321,12 +322,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
     uint4 p_packed[kRows][kVecsPerThread];
     // Source src: 0 is p, src >= 1 is block src - 1 (p itself where it is the written block).
     int source_stage[kRows][kSources];
-    uint4 held[kRows][kHeld + 1][kVecsPerThread];  // [r][src] for 1 <= src <= kHeld
-    // This thread's slice v of source src, wherever it is.
-    const auto source = [&](int r, int src, int v) {
-      if (src >= 1 && src <= kHeld) return held[r][src][v];
-      return source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v);
-    };
+    uint4 held[kRows][kHeld + 1][kVecsPerThread];  // [r][src] where is_held(src)
     float sums[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) sums[k] = 0.f;
@@ -373,7 +369,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
           source_stage[r][src] = stage;
           advance(stage, phase);
         }
-        if (src >= 1 && src <= kHeld) {
+        if (is_held(src)) {
 #pragma unroll
           for (int v = 0; v < kVecsPerThread; ++v)
             held[r][src][v] = source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v);
@@ -382,7 +378,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
 #pragma unroll
         for (int v = 0; v < kVecsPerThread; ++v) {
           float x[kVec];
-          unpack(source(r, src, v), x);
+          unpack(is_held(src) ? held[r][src][v]
+                 : source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) {
             sums[kRowSlots * r + src] = fmaf(x[i], gate[v * kVec + i], sums[kRowSlots * r + src]);
@@ -412,11 +409,12 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
 #pragma unroll
         for (int v = 0; v < kVecsPerThread; ++v) {
           float x[kVec];
-          unpack(source(r, src, v), x);
+          unpack(is_held(src) ? held[r][src][v]
+                 : source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
         }
-        if (!(src >= 1 && src <= kHeld) && source_stage[r][src] >= 0) release(source_stage[r][src]);
+        if (!is_held(src) && source_stage[r][src] >= 0) release(source_stage[r][src]);
       }
       // Step 5: the output RMSNorm. Its sum of squares rides on the next iteration's reduction,
       // so the row's mix waits in shared memory; the CTA's last rows take a reduction of their own.
