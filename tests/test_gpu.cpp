@@ -32,6 +32,25 @@ namespace {
 using testing::read_file;
 using testing::run_cli;
 
+// The native kernel forced onto one plan, as a registry entry, so the runner's checks judge it.
+class PlannedNativeKernel : public KernelEntry {
+ public:
+  explicit PlannedNativeKernel(native::Plan plan) : plan_(plan) {}
+  std::string name() const override { return "native:" + native::to_string(plan_); }
+  OperandPlace operands() const override { return OperandPlace::cuda_device; }
+  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&, const DeviceDescription&) const override {
+    return std::nullopt;
+  }
+  void launch(const AttnResArgs& args, const LaunchOptions&, cudaStream_t stream) override {
+    NativeLaunchOptions options;
+    options.plan = plan_;
+    launch_native(args, options, stream);
+  }
+
+ private:
+  native::Plan plan_;
+};
+
 class Gpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -48,6 +67,20 @@ class Gpu : public ::testing::Test {
     spec.seed = testing::fresh_seed();
     return run_case(spec, *backend_, RunOptions{});
   }
+  // The device's SM count and shared-memory opt-in, what native::ring_layout lays the ring out for.
+  struct RingDevice {
+    int sms = 0;
+    int shared_optin = 0;
+  };
+  // Registers both rings (kRings) as "native:<plan>" kernels.
+  RingDevice add_rings() {
+    RingDevice device;
+    ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&device.sms, cudaDevAttrMultiProcessorCount, 0));
+    ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&device.shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    for (const native::Plan& ring : kRings) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(ring));
+    return device;
+  }
+  static constexpr native::Plan kRings[] = {native::Plan{}, native::Plan{native::Variant::ring_cp_async}};
   std::unique_ptr<Backend> backend_;
 };
 
@@ -254,25 +287,6 @@ TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
   }
 }
 
-// The native kernel forced onto one plan, as a registry entry, so the runner's checks judge it.
-class PlannedNativeKernel : public KernelEntry {
- public:
-  explicit PlannedNativeKernel(native::Plan plan) : plan_(plan) {}
-  std::string name() const override { return "native:" + native::to_string(plan_); }
-  OperandPlace operands() const override { return OperandPlace::cuda_device; }
-  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&, const DeviceDescription&) const override {
-    return std::nullopt;
-  }
-  void launch(const AttnResArgs& args, const LaunchOptions&, cudaStream_t stream) override {
-    NativeLaunchOptions options;
-    options.plan = plan_;
-    launch_native(args, options, stream);
-  }
-
- private:
-  native::Plan plan_;
-};
-
 // The split variant rounds p and the output with the hardware conversion; p must still be the
 // software rounding's bits (the references'), so the two must agree on every float.
 TEST_F(Gpu, HardwareBf16PackMatchesTheSoftwareRounding) {
@@ -314,16 +328,12 @@ TEST_F(Gpu, EveryNativePlanMatchesTheReference) {
 // iteration's stashed rows take their norms from the next one's reduction. Both copy paths.
 TEST_F(Gpu, RingPairedRowsMatchTheReference) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
-  int sms = 0, shared_optin = 0;
-  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  const native::Plan rings[] = {native::Plan{}, native::Plan{native::Variant::ring_cp_async}};
-  for (const native::Plan& ring : rings) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(ring));
+  const auto [sms, shared_optin] = add_rings();
   struct Shape {
     int hidden, num_blocks;
   };
   int variation = 0;
-  for (const native::Plan& ring : rings) {
+  for (const native::Plan& ring : kRings) {
     RunOptions options;
     options.kernel = "native:" + native::to_string(ring);
     for (const Shape shape : {Shape{7168, 0}, Shape{7168, 1}, Shape{7168, 3}, Shape{1536, 6}})
@@ -353,13 +363,9 @@ TEST_F(Gpu, RingPairedRowsMatchTheReference) {
 // the sources, or none; one row per CTA or rows that wrap the ring.
 TEST_F(Gpu, RingWithHeldSourcesMatchesTheReference) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
-  int sms = 0, shared_optin = 0;
-  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  const native::Plan rings[] = {native::Plan{}, native::Plan{native::Variant::ring_cp_async}};
-  for (const native::Plan& ring : rings) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(ring));
+  const auto [sms, shared_optin] = add_rings();
   int variation = 0;
-  for (const native::Plan& ring : rings) {
+  for (const native::Plan& ring : kRings) {
     RunOptions options;
     options.kernel = "native:" + native::to_string(ring);
     for (const int hidden : {7168, 7680})
