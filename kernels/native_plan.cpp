@@ -66,10 +66,10 @@ namespace {
 // few threads (H/16 + 32) to keep the loads in flight, and one row per CTA wins at every T:
 // 1.5-4.4x at H <= 2048, 1.1-1.3x at 3072 with up to 4 blocks, up to 1.14x at 4096 with one
 // (at 3072 with 8 blocks and at 4096 with more than one, the ring). At H=7168 the ring's
-// producer copies by cp.async where that measured 1-11 % faster (1, 2, 4-8 blocks; 8 with v25's
-// layout, since replaced by v26's held blocks, which took 4-8 blocks another 3-8 %); with 0 and 3
-// blocks, and at H=2048 to 4096 with any count, its bulk copies win (docs/native-kernel.md, v21,
-// v25 and v26; the choice between the two rings was measured before v26).
+// producer copies by cp.async where that measured 1-11 % faster (1-8 blocks; 8 with v25's layout,
+// since replaced by v26's held blocks, which took 4-8 blocks another 3-8 %; 3 once v28 gave it one
+// row per iteration); with 0 blocks, and at H=2048 to 5120 with any count, its bulk copies win or
+// tie (docs/native-kernel.md, v21, v25, v26 and v28).
 struct PolicyRow {
   std::int64_t max_tokens;
   int min_blocks, max_blocks;
@@ -100,10 +100,9 @@ constexpr PolicyRow kPolicy[] = {
     // 1 block: cp.async lost 2-3 % at T=1024, won 5-11 % from 4096 on.
     {1024, 1, 1, kKimiK3Hidden, kKimiK3Hidden, Plan{}},
     {kAnyTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
-    {kAnyTokens, 2, 2, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
-    {1024, 3, 3, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},  // 3 blocks: won at T=320, tied at 1024, lost 5 % from 4096
-    // 4-8 blocks; 8 since v25 (1-9 % faster from T=320 on; with v26, 172 µs at T=4096).
-    {kAnyTokens, 4, 8, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
+    // 2-8 blocks: 8 since v25 (1-9 % faster from T=320 on; with v26, 172 µs at T=4096), 3 at every T
+    // since v28 took it to one row per iteration (5-8 % faster than paired rows' bulk copies).
+    {kAnyTokens, 2, 8, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
 };
 
 }  // namespace

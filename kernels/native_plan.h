@@ -60,9 +60,9 @@ std::int64_t ring_grid(std::int64_t tokens, int sms);
 
 // How the ring variant lays out its shared memory on a device with `sms` SMs and
 // `shared_optin_bytes` per block (cudaDevAttrMaxSharedMemoryPerBlockOptin): rows per iteration (two
-// rows share one CTA-wide reduction where both rows' stages and stashed mixes fit, the source
-// count fits the reduction's slots and a CTA gets more than one row) and ring stages. Each row's
-// mix is stashed in shared memory so that its output norm rides on the next reduction.
+// rows share one CTA-wide reduction where a row has at most 4 sources, both rows' stages and
+// stashed mixes fit with 3 stages to spare, and a CTA gets more than one row) and ring stages.
+// Each row's mix is stashed in shared memory so that its output norm rides on the next reduction.
 struct RingLayout {
   int rows_per_iteration = 1;
   int stages = 0;

@@ -20,9 +20,9 @@
 //  - the output RMSNorm's sum of squares rides on the next row's reduction (v11): the mix
 //    waits in shared memory for one row, so each row costs one barrier, not two;
 //  - prefix write-back and the block write are fused;
-//  - with few sources and more rows than SMs, two rows share each reduction (v12,
-//    native::ring_layout): half the barriers and softmax set-up per row, twice the independent
-//    work between them.
+//  - with at most 3 blocks, more rows than SMs and stages to spare, two rows share each
+//    reduction (v12, v28: native::ring_layout): half the barriers and softmax set-up per row,
+//    twice the independent work between them.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -142,9 +142,15 @@ using native::kMaxSources;
 constexpr int kMaxConsumerWarps = 16;
 // Slots of the 32-value reduction: row r of an iteration puts its dot products in kRowSlots * r + s,
 // its sums of squares 16 further, and the norm of the row it stashed the iteration before in
-// 15 + 16r. One row may have up to 9 sources (0..8, 16..24); two rows up to kMaxPairedSources.
+// 15 + 16r. One row may have up to 9 sources (0..8, 16..24); two rows up to kRowSlots - 1.
 constexpr int kRowSlots = 8;
-constexpr int kMaxPairedSources = kRowSlots - 1;
+// Two rows share a reduction only with few sources, and only where both rows' loads leave the
+// producer stages to run ahead into: otherwise one row holding its blocks in registers (v26)
+// frees its stages sooner and wins (v28: 3-18 % at 4-6 blocks and at 3 blocks on H=7168, where
+// two rows left one stage free; two rows still won 2-11 % with 1-3 blocks and 3 or more free).
+constexpr int kMaxPairedSources = 4;
+constexpr int kMinFreeStagesWhenPaired = 3;
+static_assert(kMaxPairedSources <= kRowSlots - 1, "two rows' sources fit the reduction's slots");
 
 // The per-thread stash of one row's mix: H floats, a multiple of 128 bytes.
 __host__ __device__ constexpr std::size_t native_stash_bytes(int hidden) {
@@ -473,8 +479,7 @@ constexpr NativeKernel kNativeKernels[kMaxSources] = {
     attnres_native_kernel<7, 1>, attnres_native_kernel<8, 1>, attnres_native_kernel<9, 1>};
 // Two rows per iteration, as far as native::ring_layout ever picks it (sources <= kMaxPairedSources).
 constexpr NativeKernel kPairedNativeKernels[kMaxPairedSources] = {
-    attnres_native_kernel<1, 2>, attnres_native_kernel<2, 2>, attnres_native_kernel<3, 2>, attnres_native_kernel<4, 2>,
-    attnres_native_kernel<5, 2>, attnres_native_kernel<6, 2>, attnres_native_kernel<7, 2>};
+    attnres_native_kernel<1, 2>, attnres_native_kernel<2, 2>, attnres_native_kernel<3, 2>, attnres_native_kernel<4, 2>};
 
 // Per device: SM count, ring depth, and whether the kernels' shared-memory limit was raised
 // (kept so that a launch makes no attribute calls and can be captured into a CUDA graph).
@@ -518,7 +523,8 @@ std::optional<RingLayout> ring_layout(std::int64_t tokens, int num_blocks, bool 
   // in registers, keep their stages through both passes.
   const int loads = 1 + int(has_delta) + num_blocks;
   const auto stages = [&](int rows) { return std::min(kMaxStages, (shared_bytes - rows * stash_bytes) / row_bytes); };
-  if (tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads) return RingLayout{2, stages(2)};
+  if (tokens > sms && num_blocks + 1 <= kMaxPairedSources && stages(2) >= 2 * loads + kMinFreeStagesWhenPaired)
+    return RingLayout{2, stages(2)};
   if (stages(1) < loads) return std::nullopt;
   return RingLayout{1, stages(1)};
 }

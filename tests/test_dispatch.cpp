@@ -114,7 +114,8 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(4096, 0), "ring");
   EXPECT_EQ(pick(320, 3), "ring/cp.async");
   EXPECT_EQ(pick(1024, 3), "ring/cp.async");
-  EXPECT_EQ(pick(1025, 3), "ring");
+  EXPECT_EQ(pick(1025, 3), "ring/cp.async");
+  EXPECT_EQ(pick(std::int64_t(1) << 40, 3), "ring/cp.async");
   EXPECT_EQ(pick(320, 8), "ring/cp.async");
   EXPECT_EQ(pick(std::int64_t(1) << 40, 8), "ring/cp.async");
   EXPECT_EQ(pick(std::int64_t(1) << 40, 6), "ring/cp.async");
@@ -201,16 +202,18 @@ std::string h200_ring_layout(std::int64_t tokens, int blocks, bool delta, int hi
   return std::to_string(l->rows_per_iteration) + "x" + std::to_string(l->stages);
 }
 
-TEST(NativePlan, RingPairsRowsWhereBothRowsFit) {
-  EXPECT_EQ(h200_ring_layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: fits 11 stages
-  EXPECT_EQ(h200_ring_layout(4096, 3, true, 7168), "2x11");   // 10 of 11
-  EXPECT_EQ(h200_ring_layout(4096, 4, true, 7168), "1x13");   // 12 would not fit
-  EXPECT_EQ(h200_ring_layout(4096, 4, false, 7168), "2x11");  // without delta: 10
+TEST(NativePlan, RingPairsRowsOnlyWithFewSourcesAndStagesToSpare) {
+  EXPECT_EQ(h200_ring_layout(4096, 1, true, 7168), "2x11");   // 3 loads a row, 6 for two: 5 of 11 stages free
+  EXPECT_EQ(h200_ring_layout(4096, 2, true, 7168), "2x11");   // 8 for two: 3 free
+  EXPECT_EQ(h200_ring_layout(4096, 3, true, 7168), "1x13");   // 10 for two would leave 1 free
+  EXPECT_EQ(h200_ring_layout(4096, 3, false, 7168), "2x11");  // without delta: 8, 3 free
+  EXPECT_EQ(h200_ring_layout(4096, 4, false, 7168), "1x13");  // 5 sources: one row holding its blocks
   EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168), "1x13");
   EXPECT_EQ(h200_ring_layout(132, 1, true, 7168), "1x13");    // one row per CTA: nothing to pair
   EXPECT_EQ(h200_ring_layout(133, 1, true, 7168), "2x11");
-  EXPECT_EQ(h200_ring_layout(4096, 6, true, 4096), "2x16");   // 7 sources: the most one reduction holds for two rows
-  EXPECT_EQ(h200_ring_layout(4096, 7, true, 4096), "1x16");
+  EXPECT_EQ(h200_ring_layout(4096, 3, true, 4096), "2x16");   // 4 sources, 10 loads of 16 stages
+  EXPECT_EQ(h200_ring_layout(4096, 4, true, 4096), "1x16");   // 5 sources
+  EXPECT_EQ(h200_ring_layout(4096, 6, true, 4096), "1x16");
   EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168 + 512), "1x12");
   EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
 }
