@@ -14,6 +14,8 @@ flashinfer/   FlashInfer's Kimi-K3 AttnRes device grid, semantic variants and ro
 empty.json    T=0: an empty serving batch.
 depth.json    realistic values: block RMS growing with depth, zero slots, large logits.
 layouts.json  PyTorch views: storage offsets (x[1:], x[:, 1:]), block-major blocks, misaligned weights.
+ring.json     the native ring's shared-memory layouts with the ring wrapping (sized for 132 SMs):
+              two rows per reduction on both copy paths, a lone last row, blocks held in registers.
 """
 import json
 import os
@@ -271,6 +273,28 @@ def layouts():
     ]
 
 
+# Rows per CTA on the H200's 132 SMs: T=300 gives 3, 400 gives 4 (two paired iterations), 600 gives 5
+# (the last row without a partner); every case loads more rows than the ring has stages, so stages
+# are reused, which is what racecheck and synccheck on these cases look at (scripts/device-check).
+def ring():
+    shapes = [
+        ("paired-bulk-h4096-t400-b3-write1", "Two rows per reduction, bulk copies; p is block 1.", 400, 3,
+         dict(H=4096, block_write_idx=1)),
+        ("paired-cpasync-t400-b2", "Two rows per reduction, cp.async copies.", 400, 2, {}),
+        ("paired-bulk-t600-b1-lone-last", "Two rows per reduction, bulk copies; each CTA's fifth row alone.", 600, 1,
+         dict(block_write_idx=1, has_output_norm=False)),
+        ("paired-cpasync-t400-b3-nodelta", "Two rows per reduction without delta (four loads a row), cp.async.", 400, 3,
+         dict(has_delta=False, block_write_idx=3)),
+        ("held-t300-b8", "One row per iteration, blocks 0-4 held in registers, 5-7 in their stages.", 300, 8, {}),
+        ("held-t300-b6-write5", "Held blocks 0-4; block 5, the first one left in its stage, is p.", 300, 6,
+         dict(block_write_idx=5)),
+        ("held-t300-b5-write1-nodelta", "Every block held, block 1 being p; no delta.", 300, 5,
+         dict(block_write_idx=1, has_delta=False)),
+    ]
+    return [case(f"ring-{name}", description, T, nb, seed=7000 + i, **kw)
+            for i, (name, description, T, nb, kw) in enumerate(shapes)]
+
+
 def write(path, cases):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
@@ -291,3 +315,4 @@ if __name__ == "__main__":
     write("cases/depth.json", depth())
     write("cases/empty.json", empty())
     write("cases/layouts.json", layouts())
+    write("cases/ring.json", ring())
