@@ -14,7 +14,7 @@ enum class Variant {
   // through a shared-memory ring by one bulk copy (cp.async.bulk) per row: the large-T kernel.
   ring,
   // The ring with the producer warp's 32 lanes copying each row by 16-byte cp.async (the
-  // load/store path): measured faster only at H=7168 with 1, 2 and 4-8 blocks.
+  // load/store path): measured faster only at H=7168, with 1-8 blocks.
   ring_cp_async,
   // One row per thread-block cluster of `cluster` CTAs, each taking a slice of H; every load of
   // the row issued up front into registers; partial logits and the output norm's sum of

@@ -8,7 +8,7 @@
 //  - one producer warp streams every source row (prefix, delta, blocks) into a ring of
 //    shared-memory stages completing on mbarriers, running ahead across row boundaries: by one
 //    bulk copy (cp.async.bulk) per row (plan ring) or by 16-byte cp.async copies of all 32 lanes
-//    (plan ring/cp.async, v21: 1-11 % faster at H=7168 with 1, 2, 4-8 blocks);
+//    (plan ring/cp.async, v21: 1-11 % faster at H=7168 with 1-8 blocks, 3 since v28);
 //  - H/16 consumer threads each own two 16-byte vectors of the row. Pass 1 takes every source's
 //    (dot with norm_weight*qk_weight, sum of squares), one transposed reduction and one named
 //    barrier give all logits at once, native_device::softmax_weights the weights, pass 2 mixes.
