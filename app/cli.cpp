@@ -86,6 +86,13 @@ void add_kernel_options(CLI::App* command, BackendOptions& options) {
       ->capture_default_str();
 }
 
+// The commands that take one case of one file: repro and shrink.
+void add_one_case_options(CLI::App* command, std::string& case_path, std::string& case_name, bool& no_layout_guard) {
+  command->add_option("case_file", case_path, "case file")->required();
+  command->add_option("--case", case_name, "which case of the file (by name)");
+  command->add_flag("--no-layout-guard", no_layout_guard, "run without the native kernel's stride guard");
+}
+
 // Sizes such as 8G or 512M (powers of 1024), kept as text until parse() checks them.
 struct BudgetText {
   std::string host, device;
@@ -225,21 +232,17 @@ Invocation parse(const std::vector<std::string>& args) {
   add_kernel_options(bench, inv.backend);
 
   CLI::App* repro = app.add_subcommand("repro", "write a bug-report bundle for a case");
-  repro->add_option("case_file", inv.repro.case_path, "case file")->required();
-  repro->add_option("--case", inv.repro.case_name, "which case of the file (by name)");
+  add_one_case_options(repro, inv.repro.case_path, inv.repro.case_name, inv.repro.no_layout_guard);
   repro->add_option("--out", inv.repro.out_dir, "bundle directory (default repro-<case name>)");
-  repro->add_flag("--no-layout-guard", inv.repro.no_layout_guard, "run without the native kernel's stride guard");
   repro->add_flag("--force", inv.repro.force, "empty the bundle directory first if it holds anything");
   add_backend_options(repro, inv.backend);
   add_timeout_option(repro, inv.backend);
   add_budget_options(repro, budget);
 
   CLI::App* shrink = app.add_subcommand("shrink", "reduce a case while its disposition stays the same");
-  shrink->add_option("case_file", inv.shrink.case_path, "case file")->required();
-  shrink->add_option("--case", inv.shrink.case_name, "which case of the file (by name)");
-  shrink->add_option("--out", inv.shrink.out_path, "where to write the smallest case (default <name>.shrunk.json)");
+  add_one_case_options(shrink, inv.shrink.case_path, inv.shrink.case_name, inv.shrink.no_layout_guard);
+  shrink->add_option("--out", inv.shrink.out_path, "where to write the smallest case (default <case name>-shrunk.json in the current directory)");
   shrink->add_option("--verdict", inv.shrink.verdict, "disposition to keep (default: the original case's)");
-  shrink->add_flag("--no-layout-guard", inv.shrink.no_layout_guard, "run without the native kernel's stride guard");
   add_backend_options(shrink, inv.backend);
   add_timeout_option(shrink, inv.backend);
   add_budget_options(shrink, budget);
