@@ -177,10 +177,19 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
   PyObject* glue = PyModule_New("attnres_check_glue");
   if (!glue) return fail("cannot make the glue module");
   PyObject* globals = PyModule_GetDict(glue);
-  PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
+  if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) != 0)
+    return fail("cannot set up the glue module");
   PyObject* ran = PyRun_String(kGlue, Py_file_input, globals, globals);
   if (!ran) return fail("the Python bridge needs torch in " + interpreter());
   Py_DECREF(ran);
+  // Borrowed from the glue module, which lives as long as the interpreter.
+  PyObject* const glue_call = PyDict_GetItemString(globals, "call");
+  PyObject* const wrong_result = PyDict_GetItemString(globals, "WrongResult");
+  PyObject* const cuda_unavailable = PyDict_GetItemString(globals, "cuda_unavailable");
+  if (!glue_call || !wrong_result || !cuda_unavailable) {
+    copy_text(report->message, report->message_capacity, "the glue module lacks call, WrongResult or cuda_unavailable");
+    return nullptr;
+  }
   PyObject* module = PyImport_ImportModule(module_name.c_str());
   if (!module) return fail("cannot import " + module_name + " in " + interpreter());
   PyObject* function = PyObject_GetAttrString(module, function_name.c_str());
@@ -195,16 +204,18 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
   kernel->target = spec;
   kernel->signature = signature;
   kernel->function = function;
-  kernel->glue_call = PyDict_GetItemString(globals, "call");
-  kernel->wrong_result = PyDict_GetItemString(globals, "WrongResult");
-  Py_XINCREF(kernel->glue_call);
-  Py_XINCREF(kernel->wrong_result);
+  kernel->glue_call = glue_call;
+  kernel->wrong_result = wrong_result;
+  Py_INCREF(kernel->glue_call);
+  Py_INCREF(kernel->wrong_result);
   if (device_type == kDLCUDA) {
-    if (PyObject* why = PyObject_CallObject(PyDict_GetItemString(globals, "cuda_unavailable"), nullptr)) {
+    if (PyObject* why = PyObject_CallObject(cuda_unavailable, nullptr)) {
       if (why != Py_None) kernel->unusable = text_of(why);
       Py_DECREF(why);
     } else {
-      kernel->unusable = fetch_error().message;
+      const PythonError error = fetch_error();
+      kernel->unusable = error.message;
+      Py_XDECREF(error.type);
     }
   }
   return kernel;
