@@ -271,6 +271,10 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
   auto slice = [&](int st, int v) {
     return *reinterpret_cast<const uint4*>(ring + std::size_t(st) * row_bytes + element[v] * sizeof(bf16_bits));
   };
+  // This thread's v-th vector of a source that is not held: p itself (no stage) or its stage.
+  auto resident_vector = [&](const int (&row_stages)[kSources], const uint4 (&row_p)[kVecsPerThread], int src, int v) {
+    return row_stages[src] < 0 ? row_p[v] : slice(row_stages[src], v);
+  };
   // Hands a stage back: every consumer thread arrives, since an arrive releases only the arriving
   // thread's own reads (one lane's arrive after __syncwarp left racecheck reporting the next copy
   // into the stage against the other lanes' reads).
@@ -378,14 +382,13 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
         if (is_held(src)) {
 #pragma unroll
           for (int v = 0; v < kVecsPerThread; ++v)
-            held[r][src][v] = source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v);
+            held[r][src][v] = resident_vector(source_stage[r], p_packed[r], src, v);
           if (source_stage[r][src] >= 0) release(source_stage[r][src]);
         }
 #pragma unroll
         for (int v = 0; v < kVecsPerThread; ++v) {
           float x[kVec];
-          unpack(is_held(src) ? held[r][src][v]
-                 : source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
+          unpack(is_held(src) ? held[r][src][v] : resident_vector(source_stage[r], p_packed[r], src, v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) {
             sums[kRowSlots * r + src] = fmaf(x[i], gate[v * kVec + i], sums[kRowSlots * r + src]);
@@ -415,8 +418,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
 #pragma unroll
         for (int v = 0; v < kVecsPerThread; ++v) {
           float x[kVec];
-          unpack(is_held(src) ? held[r][src][v]
-                 : source_stage[r][src] < 0 ? p_packed[r][v] : slice(source_stage[r][src], v), x);
+          unpack(is_held(src) ? held[r][src][v] : resident_vector(source_stage[r], p_packed[r], src, v), x);
 #pragma unroll
           for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
         }
