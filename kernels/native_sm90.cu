@@ -542,10 +542,10 @@ void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool 
   const bool vector_copies = plan.variant == native::Variant::ring_cp_async;
   const std::optional<native::RingLayout> layout =
       native::ring_layout(shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, config.sms, config.smem_optin);
-  if (!layout)
-    throw CudaError(fmt::format("native kernel: H={} leaves too few ring stages for {} row loads", shape.hidden,
-                                1 + int(shape.has_delta) + shape.num_blocks),
-                    false);
+  if (!layout)  // a refusal of the device, not a CUDA error: sm_90a and sm_100a parts all fit every supported shape
+    throw std::invalid_argument(fmt::format("native kernel: {} bytes of shared memory per block hold too few ring stages for "
+                                            "a row of H={} with {} blocks{}",
+                                            config.smem_optin, shape.hidden, shape.num_blocks, shape.has_delta ? " and delta" : ""));
   cudaLaunchConfig_t launch{};
   launch.gridDim = dim3(unsigned(native::ring_grid(shape.tokens, config.sms)));
   launch.blockDim = dim3(unsigned(shape.hidden / kElemsPerThread + 32));
