@@ -3,6 +3,7 @@
 // H (multiple of 8) and any num_blocks work. Rows whose strides and bases allow it are read
 // 8 elements (16 bytes) at a time, others element by element.
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/bf16.h"
@@ -164,7 +165,7 @@ void launch_portable(const AttnResArgs& args, cudaStream_t stream, bool hard_cod
                             st.blocks_row % 8 == 0 && st.blocks_token % 8 == 0 && aligned16(a.prefix) &&
                             (!a.delta || aligned16(a.delta)) && aligned16(a.blocks) && aligned16(a.output);
   if (a.shape.num_blocks + 1 > kMaxSources)
-    throw CudaError("portable kernel: at most " + std::to_string(kMaxSources - 1) + " blocks", false);
+    throw std::invalid_argument("portable kernel: at most " + std::to_string(kMaxSources - 1) + " blocks");
   const dim3 grid(unsigned(a.shape.tokens));
   if (vectorizable) {
     attnres_portable_kernel<8><<<grid, kThreads, 0, stream>>>(a);

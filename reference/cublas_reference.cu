@@ -1,8 +1,10 @@
 #include "reference/cublas_reference.h"
 
 #include <cstdint>
+#include <stdexcept>
 
 #include <cublas_v2.h>
+#include <fmt/format.h>
 
 #include "kernels/bf16.h"
 #include "kernels/cuda_check.h"
@@ -123,7 +125,7 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   if (tokens == 0) return DeviceBuffer<double>{};  // an empty batch: an empty [0, H] output
   // cuBLAS and grid dimensions count in int.
   if (block_rows > INT32_MAX)
-    throw CudaError("cublas_reference: T * max_blocks must fit in int32", false);
+    throw std::invalid_argument(fmt::format("cublas_reference: T * max_blocks must fit in int32, got {} * {}", tokens, s.max_blocks));
   // Dense [T, MAXB, H] blocks are one matrix of T*MAXB rows, lda = H: a single GEMV gives every
   // block's logit dot product, whatever the blocks' own layout.
   const std::int64_t blocks_elements = block_rows * hidden;
