@@ -208,8 +208,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     // process; --devices runs one worker per device listed.
     const BackendMaker maker = [&](int device, std::string& notes) {
       BackendOptions backend = inv.backend;
-      if (device >= 0) backend.device = device;
-      return make_backend(backend, notes);
+      if (device < 0) return make_backend(backend, notes);
+      backend.device = device;  // --devices: one CUDA device per worker, never the CPU fallback
+      return make_backend(backend, notes, "--devices " + devices_label);
     };
     WorkerPlan plan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs, nullptr};
     if (spread || inv.run.verbosity == Verbosity::verbose)
@@ -363,7 +364,7 @@ void require_writable_reports(const std::vector<std::string>& paths) {
   }
 }
 
-std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note) {
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note, const std::string& cuda_required_by) {
   if (options.backend == "cpu") {
     const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
     if (!model) throw UsageError(fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
@@ -379,6 +380,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string
     throw UsageError(e.what());
   }
   if (!backend) {
+    if (!cuda_required_by.empty()) throw std::runtime_error(cuda_required_by + ": " + why);
     if (options.backend == "cuda") throw std::runtime_error("--backend cuda: " + why);
     note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);
     backend = make_cpu_backend(DeviceDescription{}, NativeImages{});

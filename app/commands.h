@@ -32,8 +32,10 @@ using TextSink = std::function<void(const std::string&)>;
 
 CommandOutput execute(const Invocation& invocation, const Progress& progress, const TextSink& stream = nullptr);
 
-// The backend the options ask for; `note` explains a fallback. Throws UsageError.
-std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note);
+// The backend the options ask for; `note` explains a fallback. Throws UsageError. Where the
+// backend must be a CUDA device (--backend cuda, or `cuda_required_by` names the option that
+// asks for one, such as "--devices all"), no device is the run's error, named after that option.
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note, const std::string& cuda_required_by = "");
 
 // A run's verdict: bad input where a case file had errors, else unmet unless every case met its
 // expectation (not-run cases excepted with `allow_not_run`).
