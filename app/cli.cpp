@@ -147,13 +147,14 @@ void parse_devices(const std::string& text, RunArguments& run) {
 
 }  // namespace
 
-std::string bundled_cases_directory() {
+std::optional<std::string> bundled_cases_directory() {
+  std::error_code ec;
   if (const std::filesystem::path bin = executable_directory(); !bin.empty()) {
     const std::filesystem::path installed = bin.parent_path() / "share" / "attnres-check" / "cases";
-    std::error_code ec;
     if (std::filesystem::is_directory(installed, ec)) return installed.string();
   }
-  return "cases";
+  if (std::filesystem::is_directory("cases", ec)) return std::string("cases");
+  return std::nullopt;
 }
 
 Invocation parse(const std::vector<std::string>& args) {
@@ -329,9 +330,12 @@ Invocation parse(const std::vector<std::string>& args) {
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
   if (!inv.backend.torch_library.empty() && inv.backend.kernel.rfind("torch-op:", 0) != 0)
     throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
-  if (inv.command == Command::info && inv.info_paths.empty()) inv.info_paths.push_back(bundled_cases_directory());
-  if (inv.command == Command::run && inv.run.paths.empty()) inv.run.paths.push_back(bundled_cases_directory());
-  if (inv.command == Command::mutants && inv.mutants.paths.empty()) inv.mutants.paths.push_back(bundled_cases_directory());
+  std::vector<std::string>* const case_paths = inv.command == Command::info      ? &inv.info_paths
+                                               : inv.command == Command::run     ? &inv.run.paths
+                                               : inv.command == Command::mutants ? &inv.mutants.paths
+                                                                                 : nullptr;
+  if (case_paths && case_paths->empty())
+    if (const std::optional<std::string> bundled = bundled_cases_directory()) case_paths->push_back(*bundled);
   if (inv.command == Command::bench) {
     for (auto t : inv.bench.tokens)
       if (t < 1 || t > kMaxTokens) throw UsageError("--tokens: every value must be in [1, 2^31]");

@@ -133,8 +133,12 @@ struct Invocation {
 // `args` excludes the program name.
 Invocation parse(const std::vector<std::string>& args);
 
-// Where `run` and `info` read cases when given none: the installed share/attnres-check/cases
-// beside the binary's bin/, else ./cases (a checkout).
-std::string bundled_cases_directory();
+// Where `run`, `info` and `mutants` read cases when given none: the installed
+// share/attnres-check/cases beside the binary's bin/, else ./cases (a checkout); nullopt where
+// neither is a directory (the commands then say so: kNoBundledCases).
+std::optional<std::string> bundled_cases_directory();
+inline constexpr const char* kNoBundledCases =
+    "no case files given, and no bundled cases here (share/attnres-check/cases beside an installed binary, or ./cases in a "
+    "checkout): name case files or directories";
 
 }  // namespace attnres

@@ -157,6 +157,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   cases = with_seeds(std::move(cases), inv.run);
 
   if (cases.empty() && loaded.errors.empty()) {
+    if (inv.run.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
     out.notes += fmt::format("no case selected: {} case{} loaded{}\n", loaded_count, loaded_count == 1 ? "" : "s",
                              inv.run.filters.empty() && inv.run.shard.empty() ? "" : ", none matched --filter/--shard");
     out.exit_code = kExitNoCases;
@@ -165,6 +166,8 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   if (inv.run.list) {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
     out.text = case_plan(cases, *backend, inv.backend.kernel);
+    for (const CaseLoadError& e : loaded.errors) out.text += fmt::format("  bad case: {}\n", e.to_string());
+    out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
     return out;
   }
 
@@ -263,6 +266,7 @@ CommandOutput info_command(const Invocation& inv) {
                           images.sm100a ? "yes" : "no");
   out.text += fmt::format("kernels in the registry: {}\n", fmt::join(backend->kernels().names(), ", "));
   LoadedCases loaded = load_cases(inv.info_paths);
+  if (inv.info_paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
   out.text += fmt::format("{} cases:\n", loaded.cases.size());
   out.text += case_plan(loaded.cases, *backend, inv.backend.kernel);
   for (const CaseLoadError& e : loaded.errors) out.text += fmt::format("  bad case: {}\n", e.to_string());

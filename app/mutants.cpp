@@ -120,6 +120,7 @@ CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
   selection.filters = args.filters;
   const std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), selection);
   if (cases.empty()) {
+    if (args.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
     out.notes += "no case selected\n";
     out.exit_code = loaded.errors.empty() ? kExitNoCases : kExitBadInput;
     return out;

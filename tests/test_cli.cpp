@@ -67,8 +67,9 @@ TEST(Cli, DevicesListsOrAllAndExcludesWhatCannotSpread) {
 
 TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({}), UsageError);
-  // No case argument: the bundled cases (installed beside the binary, else ./cases).
-  EXPECT_EQ(parse({"run"}).run.paths, std::vector<std::string>{bundled_cases_directory()});
+  // No case argument: the bundled cases (installed beside the binary, else ./cases), where there are any.
+  const std::optional<std::string> bundled = bundled_cases_directory();
+  EXPECT_EQ(parse({"run"}).run.paths, bundled ? std::vector<std::string>{*bundled} : std::vector<std::string>{});
   EXPECT_THROW(parse({"run", "x", "--bogus"}), UsageError);
   EXPECT_THROW(parse({"run", "x", "--backend", "tpu"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "0"}), UsageError);
@@ -241,6 +242,39 @@ TEST(Cli, ListSaysWhatWouldRunEachCaseAndRunsNothing) {
   EXPECT_NE(out.text.find("guard-padded-blocks-ok                       native    "), std::string::npos) << out.text;
   EXPECT_EQ(out.text.find("passed"), std::string::npos);
   EXPECT_THROW(parse({"run", "x", "-q", "-v"}), UsageError);
+
+  // A bad case-file entry is listed and fails the listing as it would fail the run.
+  TempDir dir;
+  dir.file("good.json", case_text("good"));
+  const std::string bad = dir.file("bad.json", case_text("bad", 2, -3));
+  const CommandOutput listed = run_cli({"run", dir.path().string(), "--backend", "cpu", "--list"});
+  EXPECT_EQ(listed.exit_code, kExitBadInput);
+  EXPECT_NE(listed.text.find("  good "), std::string::npos) << listed.text;
+  EXPECT_NE(listed.text.find("bad case: " + bad + ": /tensors/prefix/row_padding: must be in [0, 2^20], got -3"), std::string::npos)
+      << listed.text;
+}
+
+// Given no case, where there are no bundled cases either (not installed, no ./cases): run, info
+// and mutants say so and where they looked, rather than "cases: no such file or directory".
+TEST(Cli, WithoutCasesOrBundledCasesEachCommandSaysWhereItLooked) {
+  TempDir dir;
+  const std::filesystem::path previous = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const bool bundled = bundled_cases_directory().has_value();  // an installed test binary would have them
+  const CommandOutput run = run_cli({"run", "--backend", "cpu"});
+  const CommandOutput info = run_cli({"info", "--backend", "cpu"});
+  const CommandOutput mutants = run_cli({"mutants", "--backend", "cpu"});
+  std::filesystem::current_path(previous);
+  if (bundled) GTEST_SKIP() << "bundled cases beside the test binary";
+  const std::string said = "no case files given, and no bundled cases here (share/attnres-check/cases beside an installed binary, "
+                           "or ./cases in a checkout)";
+  EXPECT_EQ(run.exit_code, kExitNoCases);
+  EXPECT_NE(run.notes.find(said), std::string::npos) << run.notes;
+  EXPECT_EQ(info.exit_code, kExitOk);
+  EXPECT_NE(info.notes.find(said), std::string::npos) << info.notes;
+  EXPECT_NE(info.text.find("0 cases:"), std::string::npos) << info.text;
+  EXPECT_EQ(mutants.exit_code, kExitNoCases);
+  EXPECT_NE(mutants.notes.find(said), std::string::npos) << mutants.notes;
 }
 
 TEST(Cli, InfoReportsEveryDecisionForAModelledDevice) {
