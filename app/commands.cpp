@@ -173,7 +173,10 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
 
   // Each case's rows are printed as soon as it is judged; the header, once the first result
   // says which backend and device ran it.
-  const TableStyle style{inv.color, inv.run.timings, inv.run.verbosity};
+  TableStyle style{inv.color, inv.run.timings, inv.run.verbosity};
+  std::vector<std::string> case_names;
+  for (const CaseSpec& c : cases) case_names.push_back(c.name);
+  fit_columns(style, case_names, {inv.backend.kernel});
   const auto emit = [&](const std::string& text) {
     if (stream) stream(text);
     else out.text += text;
@@ -187,7 +190,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     if (results.empty()) {
       context.backend = r.backend;
       context.device = spread ? fmt::format("per case (--devices {})", devices_label) : r.device;
-      emit(table_header(context));
+      emit(table_header(context, style));
     }
     const auto start = std::chrono::steady_clock::now();
     emit(table_rows(r, style));
@@ -234,7 +237,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
       judged(run_case(cases[i], *backend, options, inputs));
     }
   }
-  if (results.empty()) emit(table_header(context));
+  if (results.empty()) emit(table_header(context, style));
   out.text += table_footer(results, loaded.errors, style);
 
   for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";

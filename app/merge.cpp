@@ -140,10 +140,7 @@ CommandOutput merge_command(const Invocation& inv) {
   context.command_line = inv.command_line;
   context.shard.clear();
 
-  const TableStyle style{inv.color, false, inv.merge.verbosity};
-  out.text = table_header(context);
-  for (const CaseResult& r : results) out.text += table_rows(r, style);
-  out.text += table_footer(results, load_errors, style);
+  out.text = format_table(results, load_errors, context, TableStyle{inv.color, false, inv.merge.verbosity});
   for (const CaseLoadError& e : load_errors) out.notes += e.to_string() + "\n";
   out.exit_code = verdict_exit_code(results, load_errors, inv.merge.allow_not_run);
   write_reports(results, load_errors, context, {inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path, inv.merge.html_path}, out);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <ctime>
@@ -90,11 +91,20 @@ std::string one_line(const std::string& text, std::size_t width) {
 
 }  // namespace
 
-std::string table_header(const RunContext& context) {
+void fit_columns(TableStyle& style, const std::vector<std::string>& case_names,
+                 const std::vector<std::string>& kernel_names) {
+  constexpr std::size_t kMaxWidth = 64;
+  for (const std::string& name : case_names) style.case_width = std::max(style.case_width, std::min(printable(name).size(), kMaxWidth));
+  for (const std::string& name : kernel_names)
+    style.kernel_width = std::max(style.kernel_width, std::min(printable(name).size(), kMaxWidth));
+}
+
+std::string table_header(const RunContext& context, const TableStyle& style) {
   // A merged run's context comes from report files: printable, like every field from a file.
   return printable(fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend,
                                context.device, fmt::join(context.native_images, ", "), context.kernel)) +
-         fmt::format("{:<21} {:<44} {:<9} {:>10} {:>14}\n", "verdict", "case", "kernel", "max-abs", "mismatched");
+         fmt::format("{:<21} {:<{}} {:<{}} {:>10} {:>14}\n", "verdict", "case", style.case_width, "kernel",
+                     style.kernel_width, "max-abs", "mismatched");
 }
 
 std::string table_rows(const CaseResult& r, const TableStyle& style) {
@@ -108,8 +118,9 @@ std::string table_rows(const CaseResult& r, const TableStyle& style) {
     mismatched = fmt::format("{}/{}", r.comparison->mismatched, r.comparison->total);
   }
   const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
-  std::string out = fmt::format("{}{}{} {:<44} {:<9} {:>10} {:>14}\n", style.color ? color_of(r.disposition) : "", verdict,
-                                reset, printable(r.name), printable(r.kernel), max_abs, mismatched);
+  std::string out = fmt::format("{}{}{} {:<{}} {:<{}} {:>10} {:>14}\n", style.color ? color_of(r.disposition) : "", verdict,
+                                reset, printable(r.name), style.case_width, printable(r.kernel), style.kernel_width,
+                                max_abs, mismatched);
   // Why a case went the way it did is worth a line where it did not meet its expectation.
   if (!met || style.verbosity == Verbosity::verbose) {
     out += fmt::format("  {}why: {}{}\n", dim, printable(r.dispatch_reason.empty() ? r.detail : r.dispatch_reason), reset);
@@ -144,9 +155,16 @@ std::string table_footer(const std::vector<CaseResult>& results, const std::vect
 
 std::string format_table(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                          const RunContext& context, const TableStyle& style) {
-  std::string out = table_header(context);
-  for (const CaseResult& r : results) out += table_rows(r, style);
-  return out + table_footer(results, load_errors, style);
+  TableStyle fitted = style;
+  std::vector<std::string> case_names, kernel_names;
+  for (const CaseResult& r : results) {
+    case_names.push_back(r.name);
+    kernel_names.push_back(r.kernel);
+  }
+  fit_columns(fitted, case_names, kernel_names);
+  std::string out = table_header(context, fitted);
+  for (const CaseResult& r : results) out += table_rows(r, fitted);
+  return out + table_footer(results, load_errors, fitted);
 }
 
 json report_json(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,

@@ -84,6 +84,28 @@ TEST(Reports, WhyLinesOnlyWhereACaseDidNotMeetItsExpectationUnlessVerbose) {
   EXPECT_NE(table_rows(failed, TableStyle{false, false, Verbosity::quiet}).find("bad<&>"), std::string::npos);
 }
 
+TEST(Reports, LongCaseAndKernelNamesKeepTheColumnsAligned) {
+  std::vector<CaseResult> results = sample();
+  results[0].name = "flashinfer-semantic-m17-k4-nodelta-write-1-norm";  // 47 characters, the column's default is 44
+  results[1].kernel = "python:vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res";
+  const std::string table = format_table(results, {}, kContext, TableStyle{});
+  const auto line_with = [&](const std::string& text) {
+    const std::size_t at = table.find(text);
+    const std::size_t start = table.rfind('\n', at) + 1;
+    return table.substr(start, table.find('\n', at) - start);
+  };
+  // Each column ends where its heading ends: max-abs is right-aligned under "max-abs".
+  const std::string header = line_with("max-abs");
+  const std::size_t max_abs_end = header.find("max-abs") + std::string("max-abs").size();
+  for (const std::string row : {line_with(results[0].name), line_with("bad<&>")}) {
+    ASSERT_GE(row.size(), max_abs_end);
+    EXPECT_EQ(row.substr(max_abs_end - 4, 4), "0.01") << row;
+    EXPECT_EQ(row[max_abs_end], ' ') << row;
+  }
+  EXPECT_EQ(header.find("kernel"), line_with(results[0].name).find("native"));
+  EXPECT_EQ(header.find("kernel"), line_with("bad<&>").find("python:"));
+}
+
 TEST(Reports, JsonIsVersionedAndComplete) {
   const nlohmann::json j = report_json(sample(), {{"cases/c.json", "/T", "must be an integer"}}, kContext);
   EXPECT_EQ(j["schema"], "attnres-check/report");
