@@ -13,8 +13,8 @@ outputs.safetensors. On a GPU it also calls, with the same strided views, every 
 can import: vLLM's torch.ops._C.kimi_k3_attn_res, vLLM's Python dispatch
 vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res, FlashInfer's
 flashinfer.kimi_k3_attn_res:kimi_k3_attn_res, the kernel the bundle was made with (a torch op or
-Python function), and any --call SPEC.
-Needs: torch, safetensors.
+Python function, on the CPU where the bundle was made on the CPU backend), and any --call SPEC.
+Needs: torch (the safetensors files are read without the safetensors package).
 """
 import argparse
 import importlib
@@ -23,17 +23,30 @@ import os
 import sys
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
+          "I16": torch.int16, "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8, "I8": torch.int8}
 
 
 def load(name):
-    path = os.path.join(HERE, name)
-    with safe_open(path, framework="pt") as f:
-        metadata = f.metadata() or {}
-    return load_file(path), metadata
+    """The tensors and __metadata__ of a safetensors file: an 8-byte little-endian header size, a
+    JSON header ({name: {dtype, shape, data_offsets}}), then the little-endian data."""
+    if sys.byteorder != "little":
+        sys.exit("repro.py reads safetensors data as little-endian; this host is big-endian")
+    with open(os.path.join(HERE, name), "rb") as f:
+        data = f.read()
+    header_size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + header_size])
+    metadata = header.pop("__metadata__", None) or {}
+    body = memoryview(data)[8 + header_size:]
+    tensors = {}
+    for key, entry in header.items():
+        begin, end = entry["data_offsets"]
+        dtype = DTYPES[entry["dtype"]]
+        flat = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype) if end > begin else torch.empty(0, dtype=dtype)
+        tensors[key] = flat.reshape(entry["shape"])
+    return tensors, metadata
 
 
 def view(tensors, metadata, name, device="cpu"):
@@ -91,11 +104,17 @@ ENTRY_POINTS = [
 ]
 
 
-def resolve(spec):
-    """(callable, None) for a torch-op:NS::OP or python:MODULE:FUNCTION spec, or (None, why not)."""
+def resolve(spec, library=""):
+    """(callable, None) for a torch-op:NS::OP or python:MODULE:FUNCTION spec, or (None, why not).
+    `library` (the bundle's --torch-library) is loaded first where given."""
     if spec.startswith("torch-op:"):
         namespace, _, op = spec[len("torch-op:"):].partition("::")
-        if namespace == "_C":
+        if library:
+            try:
+                torch.ops.load_library(library)
+            except OSError as error:
+                return None, f"{library} does not load: {error}"
+        elif namespace == "_C":
             try:
                 importlib.import_module("vllm._C")  # registers vLLM's ops
             except ImportError as error:
@@ -159,23 +178,28 @@ def main():
         print("no outputs.safetensors: the kernel was rejected before launch (see REPORT.md)")
     with open(os.path.join(HERE, "environment.json")) as f:
         environment = json.load(f)
-    entries = list(ENTRY_POINTS) + [(spec, args.signature) for spec in args.call]
+    # (spec, signature, device, torch library): the entry points users ship run on the GPU; the bundle's own
+    # kernel runs where it ran when the bundle was made (the CPU backend passes it CPU tensors).
+    entries = [(spec, style, "cuda", "") for spec, style in ENTRY_POINTS + [(spec, args.signature) for spec in args.call]]
     if environment.get("kernel", "").startswith(("torch-op:", "python:")):
-        entries.append((environment["kernel"], environment.get("signature", "vllm")))
-    entries = [(spec, "vllm-op" if spec.startswith("torch-op:") else style) for spec, style in entries]
+        device = "cpu" if environment.get("backend") == "cpu" else "cuda"
+        entries.append((environment["kernel"], environment.get("signature", "vllm"), device,
+                        environment.get("torch_library", "")))
     output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
-    for spec, style in entries:
-        function, why_not = resolve(spec)
+    for spec, style, device, library in entries:
+        style = "vllm-op" if spec.startswith("torch-op:") else style
+        function, why_not = resolve(spec, library)
         if function is None:
             print(f"{spec}: skipped ({why_not})")
             continue
-        if not torch.cuda.is_available():
+        if device == "cuda" and not torch.cuda.is_available():
             print(f"{spec}: no CUDA device; skipped")
             continue
-        gpu = {n: view(inputs, meta, n, "cuda") for n in names}
+        placed = {n: view(inputs, meta, n, device) for n in names}
         try:
-            out = call(function, style, case, gpu, output_stride)
-            torch.cuda.synchronize()
+            out = call(function, style, case, placed, output_stride)
+            if device == "cuda":
+                torch.cuda.synchronize()
             ok = judge(f"{spec} vs PyTorch float64", out, ref, atol, rtol) and ok
         except Exception as error:  # a rejection or a crash of the kernel is the result to show
             print(f"{spec} raised {type(error).__name__}: {error}")

@@ -1,0 +1,108 @@
+"""Tests of the repro.py a bundle holds, run as the person handed the bundle runs it: with torch
+and nothing else (no safetensors package, no GPU). Its float64 PyTorch verdict must agree with
+the tool's own, and the bundle's own Python kernel must be called again where it ran (the CPU).
+
+Usage: test_repro_script.py ATTNRES_CHECK SOURCE_DIR HAVE_PYTHON_BRIDGE(0|1)
+Exit 77 (skipped) where torch is not importable.
+"""
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BINARY, SOURCE = os.path.abspath(sys.argv[1]), pathlib.Path(sys.argv[2]).resolve()
+HAVE_PYTHON_BRIDGE = sys.argv[3] == "1"
+MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides 71, 64, 64 for hidden_size 64"
+
+
+def bundle(out, *arguments):
+    """Writes a repro bundle with the CPU backend; returns its result.json."""
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "tests" / "plugins"))
+    made = subprocess.run([BINARY, "repro", *arguments, "--backend", "cpu", "--out", str(out)], env=env,
+                          capture_output=True, text=True)
+    if not (out / "result.json").exists():
+        raise AssertionError(f"no bundle written (exit {made.returncode}):\n{made.stdout}{made.stderr}")
+    return json.loads((out / "result.json").read_text())
+
+
+def repro_py(directory):
+    """Runs the bundle's repro.py with a Python that cannot import safetensors."""
+    blocker = directory / "no-safetensors"
+    blocker.mkdir(exist_ok=True)
+    (blocker / "safetensors.py").write_text("raise ImportError('repro.py must not need safetensors')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(SOURCE / "tests" / "plugins")]),
+               CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "repro.py"], cwd=directory, env=env, capture_output=True, text=True)
+
+
+def verdict_line(stdout, label):
+    """(max-abs, mismatched, total) from repro.py's line for `label`."""
+    match = re.search(re.escape(label) + r": max-abs error (\S+) at .*Mismatched elements: (\d+) / (\d+)", stdout)
+    if not match:
+        raise AssertionError(f"no verdict for {label!r} in:\n{stdout}")
+    return float(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+class ReproScript(unittest.TestCase):
+    def test_the_unguarded_seed_repro_is_judged_as_the_tool_judged_it(self):
+        with tempfile.TemporaryDirectory() as work:
+            out = pathlib.Path(work) / "bundle"
+            result = bundle(out, str(SOURCE / "cases" / "guard.json"), "--case", "seed-repro-prefix-stride-7175",
+                            "--no-layout-guard")
+            self.assertEqual(result["disposition"], "not-rejected")
+            ran = repro_py(out)
+            self.assertEqual(ran.returncode, 1, ran.stdout + ran.stderr)
+            max_abs, mismatched, total = verdict_line(ran.stdout, "captured kernel output vs PyTorch float64")
+            comparison = result["comparison"]
+            self.assertGreater(max_abs, 3.0)
+            self.assertAlmostEqual(max_abs, comparison["max_abs_error"], places=4)
+            self.assertEqual((mismatched, total), (comparison["mismatched"], comparison["total"]))
+            self.assertIn("prefix: shape [320, 7168] stride [7175, 1]", ran.stdout)
+            self.assertIn("prefix bit-exact: False; blocks bit-exact: True", ran.stdout)
+
+    def test_a_passing_case_passes(self):
+        with tempfile.TemporaryDirectory() as work:
+            out = pathlib.Path(work) / "bundle"
+            result = bundle(out, str(SOURCE / "cases" / "layouts.json"), "--case", "view-prefix-flat-offset-1")
+            self.assertEqual(result["disposition"], "passed")
+            ran = repro_py(out)
+            self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
+            _, mismatched, total = verdict_line(ran.stdout, "captured kernel output vs PyTorch float64")
+            self.assertEqual((mismatched, total), (0, result["comparison"]["total"]))
+            self.assertIn("prefix bit-exact: True; blocks bit-exact: True", ran.stdout)
+
+    @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
+    def test_the_bundles_own_python_kernel_is_called_again_on_the_cpu(self):
+        case = {"schema_version": 1, "name": "padded-prefix", "T": 3, "H": 64, "max_blocks": 2, "num_blocks": 2, "block_write_idx": -1,
+                "has_delta": True, "has_output_norm": True, "eps": 1e-5, "output_norm_eps": 1e-5, "dtype": "bf16",
+                "tensors": {"prefix": {"stride": [71, 1]}}, "expect": {"verdict": "pass"}}
+        with tempfile.TemporaryDirectory() as work:
+            case_file = pathlib.Path(work) / "case.json"
+            case_file.write_text(json.dumps(case))
+            hardcoded = pathlib.Path(work) / "hardcoded"
+            result = bundle(hardcoded, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager_hardcoded")
+            self.assertEqual(result["disposition"], "memory-violation")  # it writes p into the prefix padding
+            ran = repro_py(hardcoded)
+            self.assertEqual(ran.returncode, 1, ran.stdout + ran.stderr)
+            label = "python:attnres_python_test:attn_res_eager_hardcoded vs PyTorch float64"
+            _, mismatched, _ = verdict_line(ran.stdout, label)
+            self.assertGreater(mismatched, 0)
+            self.assertEqual(mismatched, result["comparison"]["mismatched"])
+
+            fixed = pathlib.Path(work) / "fixed"
+            result = bundle(fixed, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager")
+            self.assertEqual(result["disposition"], "unexpected-rejection")
+            ran = repro_py(fixed)
+            self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout)
+
+
+if __name__ == "__main__":
+    if importlib.util.find_spec("torch") is None:
+        print("torch is not importable: skipped")
+        sys.exit(77)
+    unittest.main(argv=sys.argv[:1], verbosity=2)
