@@ -11,6 +11,7 @@
 
 #include "app/git_revision.h"
 #include "app/install_paths.h"
+#include "app/plugin_kernel.h"
 #include "kernels/problem.h"
 
 namespace attnres {
@@ -330,6 +331,15 @@ Invocation parse(const std::vector<std::string>& args) {
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
   if (!inv.backend.torch_library.empty() && inv.backend.kernel.rfind("torch-op:", 0) != 0)
     throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
+  // Library paths are file paths from the working directory (not dlopen's search path), held
+  // absolute so that a bundle's replay.sh and environment.json name the same file from elsewhere.
+  const auto absolute = [](const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); };
+  if (inv.backend.kernel.rfind("so:", 0) == 0) {
+    const SharedLibrarySpec library = split_shared_library_spec(inv.backend.kernel);
+    if (!library.path.empty())
+      inv.backend.kernel = "so:" + absolute(library.path) + (library.symbol.empty() ? "" : ":" + library.symbol);
+  }
+  if (!inv.backend.torch_library.empty()) inv.backend.torch_library = absolute(inv.backend.torch_library);
   std::vector<std::string>* const case_paths = inv.command == Command::info      ? &inv.info_paths
                                                : inv.command == Command::run     ? &inv.run.paths
                                                : inv.command == Command::mutants ? &inv.mutants.paths

@@ -197,12 +197,21 @@ void* find_symbol(void* library, const std::string& name, const std::string& spe
   return address;
 }
 
-std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec) {
+}  // namespace
+
+SharedLibrarySpec split_shared_library_spec(const std::string& spec) {
   const std::string body = spec.substr(3);  // after "so:"
   const std::size_t colon = body.rfind(':');
   const bool has_symbol = colon != std::string::npos && body.find('/', colon) == std::string::npos && colon + 1 < body.size();
-  const std::string path = has_symbol ? body.substr(0, colon) : body;
-  const std::string symbol = has_symbol ? body.substr(colon + 1) : "attnres_kernel";
+  return {has_symbol ? body.substr(0, colon) : body, has_symbol ? body.substr(colon + 1) : ""};
+}
+
+namespace {
+
+std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec) {
+  const SharedLibrarySpec library_spec = split_shared_library_spec(spec);
+  const std::string& path = library_spec.path;
+  const std::string symbol = library_spec.symbol.empty() ? "attnres_kernel" : library_spec.symbol;
   auto fail = [&](const std::string& what) { return PluginError(fmt::format("--kernel {}: {}", spec, what)); };
   if (path.empty()) throw fail("expected so:PATH or so:PATH:SYMBOL");
   void* library = open_library(path, RTLD_NOW | RTLD_LOCAL, spec);

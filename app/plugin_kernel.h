@@ -26,6 +26,13 @@ struct ExternalKernelOptions {
   OperandPlace place = OperandPlace::host;  // where the backend keeps its tensors (bridges follow it)
 };
 
+// "so:PATH[:SYMBOL]" taken apart (a last ':' after the last '/' starts the symbol).
+struct SharedLibrarySpec {
+  std::string path;
+  std::string symbol;  // empty where the spec names none (attnres_kernel)
+};
+SharedLibrarySpec split_shared_library_spec(const std::string& spec);
+
 // Loads the kernel `spec` names: "so:PATH[:SYMBOL]" (default symbol attnres_kernel, its info
 // function SYMBOL_info), "torch-op:NAMESPACE::OP[.OVERLOAD]" or "python:MODULE:FUNCTION".
 // Throws PluginError.

@@ -95,10 +95,11 @@ def judge(label, out, ref, atol, rtol):
 
 
 # The entry points users ship, by the names in the public vLLM and FlashInfer sources, and how
-# each is called: vLLM's torch op (no delta/output-norm optionality, no block write, caller's
-# output), vLLM's Python dispatch (returns the output), FlashInfer's API (keyword scalars, out=).
+# each is called: vLLM's torch op (by its schema's argument names: no optional delta or output
+# norm, no block write, the caller's output), vLLM's Python dispatch (returns the output),
+# FlashInfer's API (keyword scalars, out=).
 ENTRY_POINTS = [
-    ("torch-op:_C::kimi_k3_attn_res", "vllm-op"),
+    ("torch-op:_C::kimi_k3_attn_res", "torch-op"),
     ("python:vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res", "vllm"),
     ("python:flashinfer.kimi_k3_attn_res:kimi_k3_attn_res", "flashinfer"),
 ]
@@ -119,8 +120,9 @@ def resolve(spec, library=""):
                 importlib.import_module("vllm._C")  # registers vLLM's ops
             except ImportError as error:
                 return None, f"vllm._C is not importable: {error}"
+        name, _, overload = op.partition(".")
         try:
-            return getattr(getattr(torch.ops, namespace), op), None
+            return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default"), None
         except (AttributeError, RuntimeError) as error:
             return None, f"not registered: {error}"
     module, _, function = spec[len("python:"):].rpartition(":")
@@ -130,6 +132,34 @@ def resolve(spec, library=""):
         return None, f"{type(error).__name__}: {error}"
 
 
+class CannotExpress(Exception):
+    """The entry point's signature cannot take this case (the tool reports it not-run)."""
+
+
+def call_torch_op(overload, values, output):
+    """Calls a torch op with the contract's values matched to its schema's argument names, as the
+    tool's bridge does (vLLM's schema: prefix, delta, blocks, ..., output, num_blocks, eps, ...);
+    returns the output it wrote into `output` or returned. Raises CannotExpress where the schema
+    cannot take this case."""
+    schema = overload._schema
+    arguments = {}
+    for argument in schema.arguments:
+        if argument.name in values:
+            value = values[argument.name]
+            if value is None and argument.type.kind() != "OptionalType":
+                raise CannotExpress(f"the op's {argument.name} is {argument.type}, and this case has none")
+            arguments[argument.name] = value
+        elif not argument.has_default_value():
+            raise CannotExpress(f"the op's argument {argument.name} is not part of the AttnRes contract")
+    if values["block_write_idx"] >= 0 and "block_write_idx" not in arguments:
+        raise CannotExpress("this case writes a block, and the op has no block_write_idx")
+    writes_output = "output" in arguments or "out" in arguments
+    if not writes_output and output.stride(0) != output.shape[1]:
+        raise CannotExpress("this case has a padded output, and the op returns a fresh one")
+    result = overload(**arguments)
+    return output if writes_output else result
+
+
 def call(function, style, case, t, output_stride):
     """Calls `function` as `style` on the tensors `t` (modified in place) and returns the output."""
     tokens, hidden = t["prefix"].shape
@@ -137,11 +167,8 @@ def call(function, style, case, t, output_stride):
     scalars = dict(num_blocks=case["num_blocks"], block_write_idx=case["block_write_idx"], eps=case["eps"],
                    output_norm_eps=case["output_norm_eps"])
     tensors = [t[n] for n in ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight")]
-    if style == "vllm-op":
-        if t["delta"] is None or t["output_norm_weight"] is None or case["block_write_idx"] >= 0:
-            raise NotImplementedError("vLLM's op takes delta and output_norm_weight and no block write; this case differs")
-        function(*tensors[:6], out, case["num_blocks"], case["eps"], case["output_norm_eps"])
-        return out
+    if style == "torch-op":
+        return call_torch_op(function, dict(t, output=out, out=out, **scalars), out)
     if style == "flashinfer":
         function(*tensors, out=out, **scalars)
         return out
@@ -187,7 +214,7 @@ def main():
                         environment.get("torch_library", "")))
     output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
     for spec, style, device, library in entries:
-        style = "vllm-op" if spec.startswith("torch-op:") else style
+        style = "torch-op" if spec.startswith("torch-op:") else style
         function, why_not = resolve(spec, library)
         if function is None:
             print(f"{spec}: skipped ({why_not})")
@@ -201,6 +228,8 @@ def main():
             if device == "cuda":
                 torch.cuda.synchronize()
             ok = judge(f"{spec} vs PyTorch float64", out, ref, atol, rtol) and ok
+        except CannotExpress as why:
+            print(f"{spec}: skipped ({why})")
         except Exception as error:  # a rejection or a crash of the kernel is the result to show
             print(f"{spec} raised {type(error).__name__}: {error}")
     return 0 if ok else 1

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fstream>
 
@@ -63,6 +64,16 @@ TEST(Cli, DevicesListsOrAllAndExcludesWhatCannotSpread) {
   EXPECT_THROW(parse({"run", "cases", "--devices", "0,1", "--in-process"}), UsageError);
   // A replay's tensors are read before the workers start, so each worker can replay them.
   EXPECT_EQ(parse({"run", "cases", "--devices", "1", "--inputs", "x.safetensors"}).run.inputs, "x.safetensors");
+}
+
+TEST(Cli, LibraryPathsAreHeldAbsoluteSoBundlesNameTheSameFileFromElsewhere) {
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(parse({"run", "cases", "--kernel", "so:build/../libk.so"}).backend.kernel, "so:" + cwd + "/libk.so");
+  EXPECT_EQ(parse({"run", "cases", "--kernel", "so:libk.so:my_entry"}).backend.kernel, "so:" + cwd + "/libk.so:my_entry");
+  EXPECT_EQ(parse({"run", "cases", "--kernel", "so:/opt/k/libk.so"}).backend.kernel, "so:/opt/k/libk.so");
+  const Invocation op = parse({"repro", "c.json", "--kernel", "torch-op:_C::kimi_k3_attn_res", "--torch-library", "vllm/_C.abi3.so"});
+  EXPECT_EQ(op.backend.kernel, "torch-op:_C::kimi_k3_attn_res");
+  EXPECT_EQ(op.backend.torch_library, cwd + "/vllm/_C.abi3.so");
 }
 
 TEST(Cli, UsageErrors) {

@@ -2,7 +2,7 @@
 and nothing else (no safetensors package, no GPU). Its float64 PyTorch verdict must agree with
 the tool's own, and the bundle's own Python kernel must be called again where it ran (the CPU).
 
-Usage: test_repro_script.py ATTNRES_CHECK SOURCE_DIR HAVE_PYTHON_BRIDGE(0|1)
+Usage: test_repro_script.py ATTNRES_CHECK SOURCE_DIR HAVE_PYTHON_BRIDGE(0|1) [TORCH_TEST_OPS_LIBRARY]
 Exit 77 (skipped) where torch is not importable.
 """
 import importlib.util
@@ -17,6 +17,7 @@ import unittest
 
 BINARY, SOURCE = os.path.abspath(sys.argv[1]), pathlib.Path(sys.argv[2]).resolve()
 HAVE_PYTHON_BRIDGE = sys.argv[3] == "1"
+TORCH_TEST_OPS = sys.argv[4] if len(sys.argv) > 4 else ""  # empty where the torch bridge is not built
 MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides 71, 64, 64 for hidden_size 64"
 
 
@@ -46,6 +47,17 @@ def verdict_line(stdout, label):
     if not match:
         raise AssertionError(f"no verdict for {label!r} in:\n{stdout}")
     return float(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def padded_prefix_case(work, block_write_idx=-1):
+    """A small case whose prefix rows are 71 apart (H=64): the seed bug's layout."""
+    case = {"schema_version": 1, "name": "padded-prefix", "T": 3, "H": 64, "max_blocks": 3, "num_blocks": 2,
+            "block_write_idx": block_write_idx, "has_delta": True, "has_output_norm": True, "eps": 1e-5,
+            "output_norm_eps": 1e-5, "dtype": "bf16", "tensors": {"prefix": {"stride": [71, 1]}},
+            "expect": {"verdict": "pass"}}
+    path = pathlib.Path(work) / f"case{block_write_idx}.json"
+    path.write_text(json.dumps(case))
+    return path
 
 
 class ReproScript(unittest.TestCase):
@@ -78,12 +90,8 @@ class ReproScript(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
     def test_the_bundles_own_python_kernel_is_called_again_on_the_cpu(self):
-        case = {"schema_version": 1, "name": "padded-prefix", "T": 3, "H": 64, "max_blocks": 2, "num_blocks": 2, "block_write_idx": -1,
-                "has_delta": True, "has_output_norm": True, "eps": 1e-5, "output_norm_eps": 1e-5, "dtype": "bf16",
-                "tensors": {"prefix": {"stride": [71, 1]}}, "expect": {"verdict": "pass"}}
         with tempfile.TemporaryDirectory() as work:
-            case_file = pathlib.Path(work) / "case.json"
-            case_file.write_text(json.dumps(case))
+            case_file = padded_prefix_case(work)
             hardcoded = pathlib.Path(work) / "hardcoded"
             result = bundle(hardcoded, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager_hardcoded")
             self.assertEqual(result["disposition"], "memory-violation")  # it writes p into the prefix padding
@@ -99,6 +107,35 @@ class ReproScript(unittest.TestCase):
             self.assertEqual(result["disposition"], "unexpected-rejection")
             ran = repro_py(fixed)
             self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout)
+
+    @unittest.skipUnless(TORCH_TEST_OPS, "the torch bridge is not built")
+    def test_the_bundles_own_torch_op_is_called_by_its_schemas_argument_names(self):
+        with tempfile.TemporaryDirectory() as work:
+            library = ["--torch-library", TORCH_TEST_OPS]
+            # Tensor? delta, a block write and a returned output: called by name, it passes.
+            full = pathlib.Path(work) / "full"
+            result = bundle(full, str(padded_prefix_case(work, block_write_idx=2)), "--kernel",
+                            "torch-op:attnres_test::attn_res_full", *library)
+            self.assertEqual(result["disposition"], "passed")  # no guard, and it honours every stride
+            ran = repro_py(full)
+            _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
+            self.assertEqual((mismatched, total), (0, 192))
+
+            # vLLM's schema has no block_write_idx: repro.py says so instead of calling it wrongly.
+            vllm_schema = pathlib.Path(work) / "vllm-schema"
+            bundle(vllm_schema, str(padded_prefix_case(work, block_write_idx=2)), "--kernel",
+                   "torch-op:attnres_test::kimi_k3_attn_res", *library)
+            ran = repro_py(vllm_schema)
+            self.assertIn("torch-op:attnres_test::kimi_k3_attn_res: skipped (this case writes a block, and the op has "
+                          "no block_write_idx)", ran.stdout)
+
+            # Without the block write, the fixed op refuses the padded prefix with the seed's message.
+            vllm_refuses = pathlib.Path(work) / "vllm-refuses"
+            result = bundle(vllm_refuses, str(padded_prefix_case(work)), "--kernel",
+                            "torch-op:attnres_test::kimi_k3_attn_res", *library)
+            self.assertEqual(result["disposition"], "unexpected-rejection")
+            ran = repro_py(vllm_refuses)
+            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout)
 
 
 if __name__ == "__main__":
