@@ -2,8 +2,11 @@
 
 #include <sys/utsname.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -52,15 +55,27 @@ json environment(const Backend& backend, const BackendOptions& options) {
           {"signature", options.signature}};
 }
 
+// One shell word whatever `text` holds: as is where every character is safe unquoted, else in
+// single quotes with each ' written as '\''.
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+    return std::isalnum(c) || std::string_view("_./:=,+-@%").find(char(c)) != std::string_view::npos;
+  });
+  if (plain) return text;
+  std::string word = "'";
+  for (const char c : text) word += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return word + "'";
+}
+
 std::string backend_flags(const BackendOptions& backend) {
   std::string flags;
   if (backend.backend != "auto") flags += " --backend " + backend.backend;
-  if (!backend.kernel.empty()) flags += " --kernel '" + backend.kernel + "'";
-  if (!backend.torch_library.empty()) flags += " --torch-library '" + backend.torch_library + "'";
+  if (!backend.kernel.empty()) flags += " --kernel " + shell_word(backend.kernel);
+  if (!backend.torch_library.empty()) flags += " --torch-library " + shell_word(backend.torch_library);
   if (backend.kernel.rfind("python:", 0) == 0) flags += " --signature " + backend.signature;
   if (backend.backend == "cpu") {
-    flags += " --device-model " + backend.device_model;
-    if (backend.native_images) flags += " --native-images " + *backend.native_images;
+    flags += " --device-model " + shell_word(backend.device_model);
+    if (backend.native_images) flags += " --native-images " + shell_word(*backend.native_images);
   }
   return flags;
 }

@@ -197,7 +197,7 @@ TEST_F(PythonBridge, ReproBundlesAndInfoFollowTheBridgedKernel) {
   const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-output-stride", "--out",
                                        bundle.string(), "--backend", "cpu", "--kernel", kernel, "--signature", "flashinfer"});
   EXPECT_EQ(repro.exit_code, kExitOk) << repro.text << repro.notes;
-  EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel '" + kernel + "' --signature flashinfer"), std::string::npos)
+  EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel " + kernel + " --signature flashinfer"), std::string::npos)
       << read_file(bundle / "replay.sh");
   const json environment = json::parse(read_file(bundle / "environment.json"));
   EXPECT_EQ(environment["kernel"], kernel);

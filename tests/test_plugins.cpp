@@ -2,6 +2,8 @@
 // run the bundled cases; the seed bug is caught; broken plugins are clear errors.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -106,13 +108,37 @@ TEST(Plugins, AFailingPluginCostsOnlyItsCases) {
   }
 }
 
+TEST(Plugins, ReplayShQuotesAPluginPathAsOneWord) {
+  TempDir dir;
+  const auto odd = dir.path() / "it's a dir";
+  std::filesystem::create_directories(odd);
+  const std::string library = (odd / "libk.so").string();
+  std::filesystem::copy_file(plugin("ok").substr(3), library);
+  const auto bundle = dir.path() / "bundle";
+  run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-padded-blocks-ok", "--out", bundle.string(),
+           "--backend", "cpu", "--kernel", "so:" + library});
+  // replay.sh run by sh with a stand-in binary that prints each argument it gets on a line.
+  const auto arguments = dir.path() / "arguments.sh";
+  std::ofstream(arguments) << "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n";
+  std::filesystem::permissions(arguments, std::filesystem::perms::owner_all);
+  const std::string command = fmt::format("cd '{}' && ATTNRES_CHECK='{}' sh replay.sh", bundle.string(), arguments.string());
+  std::string printed;
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe)) printed += buffer;
+  ASSERT_EQ(pclose(pipe), 0) << printed;
+  EXPECT_NE(printed.find("[so:" + library + "]\n"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("[inputs.safetensors]\n"), std::string::npos) << printed;
+}
+
 TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   TempDir dir;
   const auto bundle = dir.path() / "bundle";
   const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
                                        "--out", bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded")});
   EXPECT_EQ(repro.exit_code, kExitUnmet);
-  EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel '" + plugin("hardcoded") + "'"), std::string::npos);
+  EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel " + plugin("hardcoded") + " "), std::string::npos);
   EXPECT_EQ(json::parse(read_file(bundle / "environment.json"))["kernel"], plugin("hardcoded"));
   EXPECT_NE(read_file(bundle / "REPORT.md").find("- kernel: " + plugin("hardcoded")), std::string::npos);
 
