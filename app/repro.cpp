@@ -33,9 +33,10 @@ void write_text(const std::filesystem::path& path, const std::string& text) { wr
 
 json environment(const Backend& backend, const BackendOptions& options) {
   const std::string& kernel = options.kernel;
+  // Versions a machine cannot give (no driver) are "none" in the bundle, not an error.
   int driver = 0, runtime = 0;
-  cudaDriverGetVersion(&driver);
-  cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
   cudaGetLastError();
   utsname host{};
   uname(&host);
