@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/checks.h"
-#include "app/commands.h"
+#include "app/command_support.h"
 #include "app/csv.h"
 #include "app/device_checks.h"
 #include "app/file_output.h"

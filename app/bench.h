@@ -3,7 +3,7 @@
 // same run. Every point is checked against the cuBLAS float64 reference before it is timed.
 #pragma once
 #include "app/cli.h"
-#include "app/commands.h"
+#include "app/command_support.h"
 
 namespace attnres {
 

@@ -10,7 +10,7 @@
 #include "app/backend.h"
 #include "app/case_spec.h"
 #include "app/cli.h"
-#include "app/commands.h"
+#include "app/command_support.h"
 #include "app/runner.h"
 
 namespace attnres {

@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "app/commands.h"
+#include "app/command_support.h"
 
 namespace attnres {
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/commands.h"
+#include "app/command_support.h"
 #include "app/runner.h"
 
 namespace attnres {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "app/case_runner.h"
-#include "app/commands.h"
+#include "app/command_support.h"
 #include "app/runner.h"
 
 namespace attnres {

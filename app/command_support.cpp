@@ -1,0 +1,183 @@
+#include "app/command_support.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "app/case_spec.h"
+#include "app/file_output.h"
+#include "app/json_io.h"
+#include "app/plugin_kernel.h"
+#include "app/report.h"
+#include "app/runner.h"
+
+namespace attnres {
+
+namespace {
+
+NativeImages parse_native_images(const std::string& list) {
+  NativeImages images;
+  if (list == "none") return images;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    const std::string image = list.substr(start, end - start);
+    if (image == "sm_90a") images.sm90a = true;
+    else if (image == "sm_100a") images.sm100a = true;
+    else throw UsageError(fmt::format("--native-images: unknown image \"{}\" (known: sm_90a, sm_100a, none)", image));
+    start = end + 1;
+  }
+  return images;
+}
+
+// The backend with the kernel --kernel names in its registry: a built-in, or one loaded now.
+std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const BackendOptions& options) {
+  const std::string& kernel = options.kernel;
+  if (kernel.empty() || backend->kernels().find(kernel)) return backend;
+  if (!is_external_kernel(kernel))
+    throw UsageError(fmt::format("--kernel: unknown kernel \"{}\" (built-in: {}; external: so:PATH[:SYMBOL], "
+                                 "torch-op:NAMESPACE::OP, python:MODULE:FUNCTION)",
+                                 kernel, fmt::join(backend->kernels().names(), ", ")));
+  try {
+    backend->add_kernel(load_external_kernel(kernel, {options.torch_library, options.signature, backend->operand_place()}));
+  } catch (const PluginError& e) {
+    throw UsageError(e.what());
+  }
+  return backend;
+}
+
+}  // namespace
+
+std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend, const std::string& kernel) {
+  std::string text;
+  const DeviceDescription device = backend.device();
+  const KernelEntry* under_test = kernel.empty() ? nullptr : backend.kernels().find(kernel);
+  for (const CaseSpec& spec : cases) {
+    if (under_test) {
+      const auto why = under_test->cannot_implement(spec.shape, spec.strides, device);
+      text += fmt::format("  {:<44} {:<9} {}\n", spec.name, why ? "not-run" : "runs", why ? *why : under_test->name());
+      continue;
+    }
+    DispatchRequest request;
+    request.shape = spec.shape;
+    request.strides = spec.strides;
+    request.choice = spec.kernel;
+    request.layout_guard = spec.layout_guard;
+    const DispatchDecision d = dispatch(device, backend.native_images(), request);
+    const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
+    text += fmt::format("  {:<44} {:<9} {}\n", spec.name, path, d.reason);
+  }
+  return text;
+}
+
+std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
+  if (!args.filters.empty()) {
+    // A glob where the pattern has glob characters, else a substring (pytest's -k habit).
+    const auto matches = [](const std::string& pattern, const std::string& name) {
+      if (pattern.find_first_of("*?[") != std::string::npos) return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+      return name.find(pattern) != std::string::npos;
+    };
+    std::vector<CaseSpec> kept;
+    for (auto& c : cases)
+      for (const auto& pattern : args.filters)
+        if (matches(pattern, c.name)) {
+          kept.push_back(std::move(c));
+          break;
+        }
+    cases = std::move(kept);
+  }
+  if (!args.shard.empty()) {
+    const std::optional<Shard> shard = parse_shard(args.shard);
+    if (!shard) throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
+    std::vector<CaseSpec> kept;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      if (int(i % std::size_t(shard->n)) == shard->k - 1) kept.push_back(std::move(cases[i]));
+    cases = std::move(kept);
+  }
+  return cases;
+}
+
+RunOptions case_run_options(const Invocation& inv, bool no_layout_guard) {
+  RunOptions options;
+  options.disable_layout_guard = no_layout_guard;
+  options.budget = inv.budget;
+  options.kernel = inv.backend.kernel;
+  return options;
+}
+
+int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                      bool allow_not_run) {
+  if (!load_errors.empty()) return kExitBadInput;
+  const RunSummary summary = summarize(results, load_errors);
+  const int not_run = summary.by_disposition[int(Disposition::not_run)];
+  return summary.total - summary.met - (allow_not_run ? not_run : 0) == 0 ? kExitOk : kExitUnmet;
+}
+
+void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
+                   const RunContext& context, const ReportPaths& paths, CommandOutput& out) {
+  // The table is already made: a report that fails to write costs only itself.
+  auto write_report = [&](const std::string& path, auto&& content) {
+    if (path.empty()) return;
+    try {
+      write_file_atomically(path, content());
+    } catch (const std::exception& e) {
+      out.notes += fmt::format("report not written: {}\n", e.what());
+      if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
+    }
+  };
+  write_report(paths.json, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; });
+  write_report(paths.junit, [&] { return junit_xml(results, load_errors, context); });
+  write_report(paths.csv, [&] { return results_csv(results); });
+  write_report(paths.html, [&] { return html_page(results, load_errors, context); });
+}
+
+void require_writable_reports(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (path.empty()) continue;
+    try {
+      require_writable(path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("report {}", e.what()));
+    }
+  }
+}
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note, const std::string& cuda_required_by) {
+  if (options.backend == "cpu") {
+    const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
+    if (!model) throw UsageError(fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
+    const NativeImages images = options.native_images ? parse_native_images(*options.native_images) : native_images_from_build();
+    return with_kernel(make_cpu_backend(*model, images), options);
+  }
+  if (options.native_images) throw UsageError("--native-images applies to --backend cpu only");
+  std::string why;
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_cuda_backend(why, options.device);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (!backend) {
+    if (!cuda_required_by.empty()) throw std::runtime_error(cuda_required_by + ": " + why);
+    if (options.backend == "cuda") throw std::runtime_error("--backend cuda: " + why);
+    note += fmt::format("{}: every case is not-run; --backend cpu runs the CPU stand-ins of both kernels\n", why);
+    backend = make_cpu_backend(DeviceDescription{}, NativeImages{});
+  }
+  return with_kernel(std::move(backend), options);
+}
+
+CaseSpec load_single_case(const std::string& path, const std::string& name) {
+  LoadedCases loaded = load_cases({path});
+  if (!loaded.errors.empty()) throw CaseParseError(loaded.errors.front());
+  std::vector<CaseSpec> matches;
+  for (auto& c : loaded.cases)
+    if (name.empty() || c.name == name) matches.push_back(std::move(c));
+  if (matches.empty()) throw UsageError(fmt::format("{}: no case named \"{}\"", path, name));
+  if (matches.size() > 1) throw UsageError(fmt::format("{}: holds {} cases; choose one with --case NAME", path, matches.size()));
+  return std::move(matches.front());
+}
+
+}  // namespace attnres
