@@ -7,6 +7,7 @@
 #include "app/mutants.h"
 #include "app/repro.h"
 #include "app/run_command.h"
+#include "app/shrink.h"
 
 namespace attnres {
 

@@ -12,6 +12,7 @@
 #include "app/json_io.h"
 #include "app/repro.h"
 #include "app/runner.h"
+#include "app/shrink.h"
 #include "kernels/native_limits.h"
 
 namespace attnres {
