@@ -33,8 +33,4 @@ class CaseRunner {
   RunOptions options_;
 };
 
-// In a worker process for an external kernel (no answer within backend.timeout_seconds: the
-// worker is killed), else in this process. `notes` explains a fallback.
-std::unique_ptr<CaseRunner> make_case_runner(const BackendOptions& backend, const RunOptions& options, std::string& notes);
-
 }  // namespace attnres

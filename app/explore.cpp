@@ -7,10 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "app/case_runner.h"
+#include "app/make_case_runner.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
-#include "app/repro.h"
 #include "app/runner.h"
 #include "app/shrink.h"
 #include "kernels/native_limits.h"

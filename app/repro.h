@@ -1,24 +1,10 @@
-// `attnres-check repro`: bug-report bundles.
+// `attnres-check repro`: one case run and written as a bug-report bundle (app/bundle.h).
 #pragma once
-#include <filesystem>
-#include <string>
-
+#include "app/cli.h"
 #include "app/command_support.h"
-#include "app/runner.h"
 
 namespace attnres {
 
 CommandOutput repro_command(const Invocation& invocation);
-
-// Runs the case and writes its bug-report bundle into `dir` (made empty with `force`); the
-// bundle's replay lines name `backend_options`. Appends what was written to out.text. With
-// `ended_elsewhere` (the run that took its worker process down) the case is not run again: the
-// bundle holds that result and the inputs, without outputs.
-CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunOptions& options,
-                              const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
-                              CommandOutput& out, const CaseResult* ended_elsewhere = nullptr);
-
-// The standalone PyTorch script written into every bundle.
-std::string repro_script();
 
 }  // namespace attnres

@@ -1,5 +1,5 @@
 // The repro.py written into bundles: shows the case to people who do not build attnres-check.
-#include "app/repro.h"
+#include "app/bundle.h"
 
 namespace attnres {
 

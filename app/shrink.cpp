@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "app/case_runner.h"
+#include "app/make_case_runner.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
 #include "app/runner.h"

@@ -19,7 +19,7 @@
 
 #include "app/cli.h"
 #include "app/json_io.h"
-#include "app/repro.h"
+#include "app/bundle.h"
 #include "app/result_json.h"
 #include "kernels/cuda_check.h"
 

@@ -1,7 +1,7 @@
-#include "app/case_runner.h"
+#include "app/make_case_runner.h"
 
+#include "app/bundle.h"
 #include "app/plugin_kernel.h"
-#include "app/repro.h"
 #include "app/worker.h"
 
 namespace attnres {
