@@ -55,10 +55,13 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend
   std::string text;
   const DeviceDescription device = backend.device();
   const KernelEntry* under_test = kernel.empty() ? nullptr : backend.kernels().find(kernel);
+  std::size_t width = 44;  // as the run's table: the longest name up to 64 characters
+  for (const CaseSpec& spec : cases) width = std::max(width, std::min(printable(spec.name).size(), std::size_t(64)));
   for (const CaseSpec& spec : cases) {
     if (under_test) {
       const auto why = under_test->cannot_implement(spec.shape, spec.strides, device);
-      text += fmt::format("  {:<44} {:<9} {}\n", spec.name, why ? "not-run" : "runs", why ? *why : under_test->name());
+      text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, why ? "not-run" : "runs",
+                          printable(why ? *why : under_test->name()));
       continue;
     }
     DispatchRequest request;
@@ -68,7 +71,7 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend
     request.layout_guard = spec.layout_guard;
     const DispatchDecision d = dispatch(device, backend.native_images(), request);
     const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
-    text += fmt::format("  {:<44} {:<9} {}\n", spec.name, path, d.reason);
+    text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, path, d.reason);
   }
   return text;
 }
