@@ -103,8 +103,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   require_writable_reports({inv.run.json_path, inv.run.junit_path, inv.run.csv_path, inv.run.html_path});
   LoadedCases loaded = load_cases(inv.run.paths);
   const std::size_t loaded_count = loaded.cases.size();
-  std::vector<CaseSpec> cases =
-      select_cases(cases_for_kernel(std::move(loaded.cases), inv.backend.kernel, out.notes), inv.run);
+  std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), inv.run);
+  const bool none_matched = selected.empty() && !(inv.run.filters.empty() && inv.run.shard.empty());
+  std::vector<CaseSpec> cases = cases_for_kernel(std::move(selected), inv.backend.kernel, out.notes);
   RunOptions options = case_run_options(inv, inv.run.no_layout_guard);
   options.error_maps = !inv.run.html_path.empty();
   cases = with_seeds(std::move(cases), inv.run);
@@ -112,7 +113,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   if (cases.empty() && loaded.errors.empty()) {
     if (inv.run.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
     out.notes += fmt::format("no case selected: {} case{} loaded{}\n", loaded_count, loaded_count == 1 ? "" : "s",
-                             inv.run.filters.empty() && inv.run.shard.empty() ? "" : ", none matched --filter/--shard");
+                             none_matched ? ", none matched --filter/--shard" : "");
     out.exit_code = kExitNoCases;
     return out;
   }

@@ -48,6 +48,14 @@ TEST(Plugins, TheFixedKernelMeetsEveryExpectation) {
   const CommandOutput out = run_cli(args);
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
   EXPECT_NE(out.notes.find("12 cases pinned to the built-in portable kernel left out"), std::string::npos) << out.notes;
+  // The note counts the selected cases it leaves out, not every loaded one.
+  std::vector<std::string> filtered{"run"};
+  filtered.insert(filtered.end(), kBundled.begin(), kBundled.end());
+  filtered.insert(filtered.end(), {"--backend", "cpu", "--kernel", plugin("ok"), "--filter", "seed-repro", "--filter",
+                                   "portable-padded-t1-b1"});
+  const CommandOutput few = run_cli(filtered);
+  EXPECT_NE(few.notes.find("1 case pinned to the built-in portable kernel left out"), std::string::npos) << few.notes;
+  EXPECT_NE(few.text.find("1 case, 1 rejected-as-expected"), std::string::npos) << few.text;
   const json r = json::parse(read_file(report));
   EXPECT_EQ(r["kernel"], plugin("ok"));
   EXPECT_EQ(r["summary"]["total"], 36 + 5 + 5);  // public, guard, fallback
