@@ -1,5 +1,5 @@
-// Printers: turn results into the human table, the JSON report and JUnit XML. They only
-// format; main decides where the text goes.
+// Printers: turn results into the human table, the JSON report, JUnit XML, CSV and an HTML
+// page. They only format; main decides where the text goes.
 #pragma once
 #include <optional>
 #include <string>
@@ -9,43 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "app/case_spec.h"
+#include "app/run_summary.h"
 #include "app/runner.h"
 
 namespace attnres {
 
 constexpr int kReportSchemaVersion = 1;
-
-struct RunContext {
-  std::string backend;
-  std::string device;
-  std::vector<std::string> native_images;
-  std::string command_line;
-  std::string kernel;  // the kernel under test (--kernel), or how each case's kernel was chosen
-  std::vector<std::string> case_roots;  // the paths given on the command line (JUnit class names are relative to them)
-  std::string timestamp;  // when the run started, ISO 8601 UTC
-  std::string hostname;
-  std::string shard;  // "k/n" of run --shard; empty: every selected case
-};
-
-// Shard k of n, from the "k/n" of run --shard (or a report's "shard"): both numbers whole, 1 <= k <= n.
-struct Shard {
-  int k = 0, n = 0;
-};
-std::optional<Shard> parse_shard(std::string_view text);
-
-// When and where a run happens: the current UTC time (ISO 8601) and this host's name.
-std::string utc_timestamp();
-std::string host_name();
-
-struct RunSummary {
-  int total = 0;
-  int met = 0;
-  int load_errors = 0;
-  int by_disposition[kDispositionCount] = {};
-  bool all_met() const { return load_errors == 0 && met == total; }
-};
-
-RunSummary summarize(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
 
 enum class Verbosity {
   quiet,    // only the cases that did not meet their expectations, and the summary
