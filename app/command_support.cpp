@@ -55,8 +55,11 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend
   std::string text;
   const DeviceDescription device = backend.device();
   const KernelEntry* under_test = kernel.empty() ? nullptr : backend.kernels().find(kernel);
-  std::size_t width = 44;  // as the run's table: the longest name up to 64 characters
-  for (const CaseSpec& spec : cases) width = std::max(width, std::min(printable(spec.name).size(), std::size_t(64)));
+  std::vector<std::string> names;
+  for (const CaseSpec& spec : cases) names.push_back(spec.name);
+  TableStyle columns;  // the case column as wide as the run's table would make it
+  fit_columns(columns, names, {});
+  const std::size_t width = columns.case_width;
   for (const CaseSpec& spec : cases) {
     if (under_test) {
       const auto why = under_test->cannot_implement(spec.shape, spec.strides, device);

@@ -52,10 +52,12 @@ std::string one_line(const std::string& text, std::size_t width) {
 
 void fit_columns(TableStyle& style, const std::vector<std::string>& case_names,
                  const std::vector<std::string>& kernel_names) {
-  constexpr std::size_t kMaxWidth = 64;
-  for (const std::string& name : case_names) style.case_width = std::max(style.case_width, std::min(printable(name).size(), kMaxWidth));
-  for (const std::string& name : kernel_names)
-    style.kernel_width = std::max(style.kernel_width, std::min(printable(name).size(), kMaxWidth));
+  const auto widen = [](std::size_t& width, const std::vector<std::string>& names) {
+    constexpr std::size_t kMaxWidth = 64;
+    for (const std::string& name : names) width = std::max(width, std::min(printable(name).size(), kMaxWidth));
+  };
+  widen(style.case_width, case_names);
+  widen(style.kernel_width, kernel_names);
 }
 
 std::string table_header(const RunContext& context, const TableStyle& style) {

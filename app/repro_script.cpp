@@ -136,11 +136,12 @@ class CannotExpress(Exception):
     """The entry point's signature cannot take this case (the tool reports it not-run)."""
 
 
-def call_torch_op(overload, values, output):
+def call_torch_op(overload, values):
     """Calls a torch op with the contract's values matched to its schema's argument names, as the
     tool's bridge does (vLLM's schema: prefix, delta, blocks, ..., output, num_blocks, eps, ...);
-    returns the output it wrote into `output` or returned. Raises CannotExpress where the schema
-    cannot take this case."""
+    returns the output it wrote into values["output"] or returned. Raises CannotExpress where the
+    schema cannot take this case."""
+    output = values["output"]
     schema = overload._schema
     arguments = {}
     for argument in schema.arguments:
@@ -168,7 +169,7 @@ def call(function, style, case, t, output_stride):
                    output_norm_eps=case["output_norm_eps"])
     tensors = [t[n] for n in ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight")]
     if style == "torch-op":
-        return call_torch_op(function, dict(t, output=out, out=out, **scalars), out)
+        return call_torch_op(function, dict(t, output=out, out=out, **scalars))
     if style == "flashinfer":
         function(*tensors, out=out, **scalars)
         return out
