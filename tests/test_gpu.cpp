@@ -610,10 +610,10 @@ TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
   const BinaryRun run = run_binary({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok")});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
   const nlohmann::json& r = run.report;
-  EXPECT_EQ(r["summary"]["total"], 104);  // every bundled case but the 14 pinned to the built-in portable kernel
+  EXPECT_EQ(r["summary"]["total"], 111);  // every bundled case but the 14 pinned to the built-in portable kernel
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 5);
   EXPECT_EQ(r["summary"]["by_disposition"]["unexpected-rejection"], 2);
-  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 97);
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 104);
   EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write")["rejection"],
             "Kimi K3 AttnRes requires densely packed rows; got strides 7175, none, 7168 for hidden_size 7168");
   EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write-add")["rejection"],
