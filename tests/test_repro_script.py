@@ -74,8 +74,8 @@ class ReproScript(unittest.TestCase):
             self.assertGreater(max_abs, 3.0)
             self.assertAlmostEqual(max_abs, comparison["max_abs_error"], places=4)
             self.assertEqual((mismatched, total), (comparison["mismatched"], comparison["total"]))
-            self.assertIn("prefix: shape [320, 7168] stride [7175, 1]", ran.stdout)
-            self.assertIn("prefix bit-exact: False; blocks bit-exact: True", ran.stdout)
+            self.assertIn("prefix: shape [320, 7168] stride [7175, 1]", ran.stdout, ran.stderr)
+            self.assertIn("prefix bit-exact: False; blocks bit-exact: True", ran.stdout, ran.stderr)
 
     def test_a_passing_case_passes(self):
         with tempfile.TemporaryDirectory() as work:
@@ -86,7 +86,7 @@ class ReproScript(unittest.TestCase):
             self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
             _, mismatched, total = verdict_line(ran.stdout, "captured kernel output vs PyTorch float64")
             self.assertEqual((mismatched, total), (0, result["comparison"]["total"]))
-            self.assertIn("prefix bit-exact: True; blocks bit-exact: True", ran.stdout)
+            self.assertIn("prefix bit-exact: True; blocks bit-exact: True", ran.stdout, ran.stderr)
 
     @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
     def test_the_bundles_own_python_kernel_is_called_again_on_the_cpu(self):
@@ -106,7 +106,7 @@ class ReproScript(unittest.TestCase):
             result = bundle(fixed, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager")
             self.assertEqual(result["disposition"], "unexpected-rejection")
             ran = repro_py(fixed)
-            self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout)
+            self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout, ran.stderr)
 
     @unittest.skipUnless(TORCH_TEST_OPS, "the torch bridge is not built")
     def test_the_bundles_own_torch_op_is_called_by_its_schemas_argument_names(self):
@@ -127,7 +127,7 @@ class ReproScript(unittest.TestCase):
                    "torch-op:attnres_test::kimi_k3_attn_res", *library)
             ran = repro_py(vllm_schema)
             self.assertIn("torch-op:attnres_test::kimi_k3_attn_res: skipped (this case writes a block, and the op has "
-                          "no block_write_idx)", ran.stdout)
+                          "no block_write_idx)", ran.stdout, ran.stderr)
 
             # Without the block write, the fixed op refuses the padded prefix with the seed's message.
             vllm_refuses = pathlib.Path(work) / "vllm-refuses"
@@ -135,7 +135,7 @@ class ReproScript(unittest.TestCase):
                             "torch-op:attnres_test::kimi_k3_attn_res", *library)
             self.assertEqual(result["disposition"], "unexpected-rejection")
             ran = repro_py(vllm_refuses)
-            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout)
+            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout, ran.stderr)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# The ring's per-row timeline probe (docs/native-kernel.md, "What the stamps leave open"). Run from
+# The ring's per-row timeline probe (docs/native-kernel.md, "What the stamps left open"). Run from
 # the root of a copy of the tree (never on the tree you commit): it patches kernels/native_sm90.cu
 # and app/bench.cpp so that, under ATTNRES_STAMPS=1, `attnres-check bench` prints after each ring
 # point the median over CTAs (and p10-p90) of, per row r < 4 of a CTA, in µs from the first CTA's
