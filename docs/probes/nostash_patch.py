@@ -3,7 +3,8 @@
 # of its own (warp butterfly, one named barrier) instead of riding on the next row's. v25 measured
 # the unstashed layout before v26's held blocks; v26 measured it only at T >= 4096 (8 blocks equal
 # at 4096, 1 % slower at 16384). Question: at T = 192..1024, where a CTA has 2-8 rows, do two more
-# stages shorten the per-row chain (reading (a) of docs/native-kernel.md)?
+# stages shorten the per-row chain (reading (a) of docs/native-kernel.md)? Measured 2026-12-05: no,
+# slower at every point (the "probe (not kept)" row there). Run from the root of a copy of the tree.
 p='kernels/native_sm90.cu'
 s=open(p).read()
 def rep(a,b,cnt=1):
