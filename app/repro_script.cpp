@@ -17,6 +17,7 @@ Python function, on the CPU where the bundle was made on the CPU backend), and a
 Needs: torch (the safetensors files are read without the safetensors package).
 """
 import argparse
+import faulthandler
 import importlib
 import json
 import os
@@ -184,6 +185,10 @@ def main():
     parser.add_argument("--signature", choices=["vllm", "flashinfer"], default="vllm",
                         help="how --call python:... functions are called")
     args = parser.parse_args()
+    # The kernels called below are native code: each line is out before the next call, and a crash
+    # shows where it happened.
+    sys.stdout.reconfigure(line_buffering=True)
+    faulthandler.enable()
     with open(os.path.join(HERE, "case.json")) as f:
         case = json.load(f)
     inputs, meta = load("inputs.safetensors")
