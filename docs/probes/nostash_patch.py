@@ -5,18 +5,15 @@
 # at 4096, 1 % slower at 16384). Question: at T = 192..1024, where a CTA has 2-8 rows, do two more
 # stages shorten the per-row chain (reading (a) of docs/native-kernel.md)? Measured 2026-12-05: no,
 # slower at every point (the "probe (not kept)" row there). Run from the root of a copy of the tree.
-p='kernels/native_sm90.cu'
-s=open(p).read()
-def rep(a,b,cnt=1):
-    global s
-    assert s.count(a)==cnt, (a, s.count(a))
-    s=s.replace(a,b)
-rep("""constexpr int kMaxStages = 16;""","""constexpr int kMaxStages = 16;
+from source_patch import SourcePatch
+
+source = SourcePatch('kernels/native_sm90.cu')
+source.replace("""constexpr int kMaxStages = 16;""","""constexpr int kMaxStages = 16;
 __constant__ int g_no_stash;  // A/B switch, set from ATTNRES_NO_STASH at the first launch""")
-rep("""  unsigned char* const ring = smem + kRows * native_stash_bytes(hidden);""",
+source.replace("""  unsigned char* const ring = smem + kRows * native_stash_bytes(hidden);""",
 """  const bool no_stash = kRows == 1 && g_no_stash;
   unsigned char* const ring = smem + (no_stash ? 0 : kRows * native_stash_bytes(hidden));""")
-rep("""      float squares = 0.f;
+source.replace("""      float squares = 0.f;
 #pragma unroll
       for (int i = 0; i < kElemsPerThread; ++i) squares = fmaf(acc[i], acc[i], squares);
       pending_squares[r] = squares;""","""      float squares = 0.f;
@@ -34,7 +31,7 @@ rep("""      float squares = 0.f;
         continue;
       }
       pending_squares[r] = squares;""")
-rep("""  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
+source.replace("""  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages, vector_copies));""",
 """  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
   static const int no_stash = [] {
@@ -48,5 +45,5 @@ rep("""  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNa
     launch.dynamicSmemBytes = std::size_t(stages) * shape.hidden * sizeof(bf16_bits);
   }
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, stages, vector_copies));""")
-rep("#include <algorithm>\n","#include <algorithm>\n#include <cstdlib>\n")
-open(p,'w').write(s)
+source.replace("#include <algorithm>\n","#include <algorithm>\n#include <cstdlib>\n")
+source.save()

@@ -5,13 +5,10 @@
 # point the median over CTAs (and p10-p90) of, per row r < 4 of a CTA, in µs from the first CTA's
 # start: the producer issuing the row's first copy (P0) and its last (P1); consumer thread 0 seeing
 # the prefix land (C0), ending pass 1 (C1), having the reduction (C2), ending pass 2 (C3).
-p='kernels/native_sm90.cu'
-s=open(p).read()
-def rep(a,b,cnt=1):
-    global s
-    assert s.count(a)==cnt, (a, s.count(a))
-    s=s.replace(a,b)
-rep("""namespace attnres {
+from source_patch import SourcePatch
+
+source = SourcePatch('kernels/native_sm90.cu')
+source.replace("""namespace attnres {
 namespace {
 ""","""namespace attnres {
 __device__ unsigned long long g_timeline[1024][4][7];  // [cta][row][start, P0, P1, C0, C1, C2, C3]
@@ -22,18 +19,18 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 """)
-rep("""  native_device::allow_dependent_launch();
+source.replace("""  native_device::allow_dependent_launch();
 
   if (threadIdx.x >= consumer_threads) {  // producer warp""","""  native_device::allow_dependent_launch();
   if (threadIdx.x == 0) g_timeline[blockIdx.x][0][0] = global_ns();
 
   if (threadIdx.x >= consumer_threads) {  // producer warp""")
-rep("""      for (int j = 0; j < plan.loads; ++j) {
+source.replace("""      for (int j = 0; j < plan.loads; ++j) {
         mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released""","""      const int trow = int((t - blockIdx.x) / gridDim.x);
       for (int j = 0; j < plan.loads; ++j) {
         mbar_wait(&empty[stage], phase ^ 1u);  // a fresh barrier counts as released
         if (lane == 0 && j == 0 && trow < 4) g_timeline[blockIdx.x][trow][1] = global_ns();""")
-rep("""        if (++stage == stages) {
+source.replace("""        if (++stage == stages) {
           stage = 0;
           phase ^= 1u;
         }
@@ -47,12 +44,12 @@ rep("""        if (++stage == stages) {
       }
     }
     if (vector_copies)""")
-rep("""      mbar_wait(&full[stage], phase);
+source.replace("""      mbar_wait(&full[stage], phase);
       const int prefix_stage = stage;""","""      mbar_wait(&full[stage], phase);
       const int trow = int((t - blockIdx.x) / gridDim.x);
       if (c == 0 && trow < 4) g_timeline[blockIdx.x][trow][3] = global_ns();
       const int prefix_stage = stage;""")
-rep("""    // Step 4: one reduction for every source's logit of every row and the stashed rows' norms.
+source.replace("""    // Step 4: one reduction for every source's logit of every row and the stashed rows' norms.
     carry_pending_norms(sums);
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);""","""    const int it = int((first - blockIdx.x) / gridDim.x);
     if (c == 0 && kRows == 1 && it < 4) g_timeline[blockIdx.x][it][4] = global_ns();
@@ -60,13 +57,13 @@ rep("""    // Step 4: one reduction for every source's logit of every row and th
     carry_pending_norms(sums);
     const float total = cta_sum(sums, scratch[buffer], consumer_warps, consumer_threads);
     if (c == 0 && kRows == 1 && it < 4) g_timeline[blockIdx.x][it][5] = global_ns();""")
-rep("""      pending_row[r] = row[r];
+source.replace("""      pending_row[r] = row[r];
     }
   }""","""      pending_row[r] = row[r];
     }
     if (c == 0 && kRows == 1 && it < 4) g_timeline[blockIdx.x][it][6] = global_ns();
   }""")
-rep("""void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, cudaStream_t stream) {""","""void print_native_timeline(std::int64_t tokens, int grid) {
+source.replace("""void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, cudaStream_t stream) {""","""void print_native_timeline(std::int64_t tokens, int grid) {
   static unsigned long long host[1024][4][7];
   ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
   ATTNRES_CUDA_CHECK(cudaMemcpyFromSymbol(host, g_timeline, sizeof(host)));
@@ -89,11 +86,10 @@ rep("""void launch_native(const AttnResArgs& args, const NativeLaunchOptions& op
 }
 
 void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, cudaStream_t stream) {""")
-rep("#include <algorithm>\n","#include <algorithm>\n#include <cstdio>\n#include <vector>\n")
-open(p,'w').write(s)
-p='app/bench.cpp'
-s=open(p).read()
-rep("""        const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
+source.replace("#include <algorithm>\n","#include <algorithm>\n#include <cstdio>\n#include <vector>\n")
+source.save()
+source = SourcePatch('app/bench.cpp')
+source.replace("""        const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
 ""","""        const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
         if (std::getenv("ATTNRES_STAMPS") && chosen.variant != native::Variant::split) {
           int sms = 0;
@@ -101,6 +97,6 @@ rep("""        const double native_ms = time_kernel(sets, args.repeats, stream.g
           print_native_timeline(tokens, int(native::ring_grid(tokens, sms)));
         }
 """)
-rep("namespace attnres {\n","namespace attnres {\nvoid print_native_timeline(std::int64_t tokens, int grid);\n")
-rep("#include <algorithm>\n","#include <algorithm>\n#include <cstdlib>\n")
-open(p,'w').write(s)
+source.replace("namespace attnres {\n","namespace attnres {\nvoid print_native_timeline(std::int64_t tokens, int grid);\n")
+source.replace("#include <algorithm>\n","#include <algorithm>\n#include <cstdlib>\n")
+source.save()
