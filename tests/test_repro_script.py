@@ -41,6 +41,11 @@ def repro_py(directory):
     return subprocess.run([sys.executable, "repro.py"], cwd=directory, env=env, capture_output=True, text=True)
 
 
+def exit_and_stderr(ran):
+    """What a failing check shows besides stdout: how repro.py ended (negative: killed by that signal)."""
+    return f"repro.py exit {ran.returncode}; stderr:\n{ran.stderr}"
+
+
 def verdict_line(stdout, label):
     """(max-abs, mismatched, total) from repro.py's line for `label`."""
     match = re.search(re.escape(label) + r": max-abs error (\S+) at .*Mismatched elements: (\d+) / (\d+)", stdout)
@@ -74,8 +79,8 @@ class ReproScript(unittest.TestCase):
             self.assertGreater(max_abs, 3.0)
             self.assertAlmostEqual(max_abs, comparison["max_abs_error"], places=4)
             self.assertEqual((mismatched, total), (comparison["mismatched"], comparison["total"]))
-            self.assertIn("prefix: shape [320, 7168] stride [7175, 1]", ran.stdout, ran.stderr)
-            self.assertIn("prefix bit-exact: False; blocks bit-exact: True", ran.stdout, ran.stderr)
+            self.assertIn("prefix: shape [320, 7168] stride [7175, 1]", ran.stdout, exit_and_stderr(ran))
+            self.assertIn("prefix bit-exact: False; blocks bit-exact: True", ran.stdout, exit_and_stderr(ran))
 
     def test_a_passing_case_passes(self):
         with tempfile.TemporaryDirectory() as work:
@@ -86,7 +91,7 @@ class ReproScript(unittest.TestCase):
             self.assertEqual(ran.returncode, 0, ran.stdout + ran.stderr)
             _, mismatched, total = verdict_line(ran.stdout, "captured kernel output vs PyTorch float64")
             self.assertEqual((mismatched, total), (0, result["comparison"]["total"]))
-            self.assertIn("prefix bit-exact: True; blocks bit-exact: True", ran.stdout, ran.stderr)
+            self.assertIn("prefix bit-exact: True; blocks bit-exact: True", ran.stdout, exit_and_stderr(ran))
 
     @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
     def test_the_bundles_own_python_kernel_is_called_again_on_the_cpu(self):
@@ -106,7 +111,8 @@ class ReproScript(unittest.TestCase):
             result = bundle(fixed, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager")
             self.assertEqual(result["disposition"], "unexpected-rejection")
             ran = repro_py(fixed)
-            self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout, ran.stderr)
+            self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout,
+                          exit_and_stderr(ran))
 
     @unittest.skipUnless(TORCH_TEST_OPS, "the torch bridge is not built")
     def test_the_bundles_own_torch_op_is_called_by_its_schemas_argument_names(self):
@@ -127,7 +133,7 @@ class ReproScript(unittest.TestCase):
                    "torch-op:attnres_test::kimi_k3_attn_res", *library)
             ran = repro_py(vllm_schema)
             self.assertIn("torch-op:attnres_test::kimi_k3_attn_res: skipped (this case writes a block, and the op has "
-                          "no block_write_idx)", ran.stdout, ran.stderr)
+                          "no block_write_idx)", ran.stdout, exit_and_stderr(ran))
 
             # Without the block write, the fixed op refuses the padded prefix with the seed's message.
             vllm_refuses = pathlib.Path(work) / "vllm-refuses"
@@ -135,7 +141,8 @@ class ReproScript(unittest.TestCase):
                             "torch-op:attnres_test::kimi_k3_attn_res", *library)
             self.assertEqual(result["disposition"], "unexpected-rejection")
             ran = repro_py(vllm_refuses)
-            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout, ran.stderr)
+            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
+                          exit_and_stderr(ran))
 
 
 if __name__ == "__main__":
