@@ -51,7 +51,8 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
 
 }  // namespace
 
-std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend, const std::string& kernel) {
+std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<CaseLoadError>& load_errors,
+                      const Backend& backend, const std::string& kernel) {
   std::string text;
   const DeviceDescription device = backend.device();
   const KernelEntry* under_test = kernel.empty() ? nullptr : backend.kernels().find(kernel);
@@ -76,6 +77,7 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend
     const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
     text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, path, d.reason);
   }
+  for (const CaseLoadError& e : load_errors) text += fmt::format("  bad case: {}\n", e.to_string());
   return text;
 }
 

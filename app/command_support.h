@@ -63,7 +63,9 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
 // CaseParseError-derived message.
 CaseSpec load_single_case(const std::string& path, const std::string& name);
 
-// One line per case: what would run it (the kernel under test, or the dispatcher's choice) and why.
-std::string case_plan(const std::vector<CaseSpec>& cases, const Backend& backend, const std::string& kernel);
+// One line per case: what would run it (the kernel under test, or the dispatcher's choice) and why;
+// then a line per case file error.
+std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<CaseLoadError>& load_errors,
+                      const Backend& backend, const std::string& kernel);
 
 }  // namespace attnres

@@ -28,8 +28,7 @@ CommandOutput info_command(const Invocation& inv) {
   LoadedCases loaded = load_cases(inv.info_paths);
   if (inv.info_paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
   out.text += fmt::format("{} cases:\n", loaded.cases.size());
-  out.text += case_plan(loaded.cases, *backend, inv.backend.kernel);
-  for (const CaseLoadError& e : loaded.errors) out.text += fmt::format("  bad case: {}\n", e.to_string());
+  out.text += case_plan(loaded.cases, loaded.errors, *backend, inv.backend.kernel);
   out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
   return out;
 }

@@ -119,8 +119,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   }
   if (inv.run.list) {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-    out.text = case_plan(cases, *backend, inv.backend.kernel);
-    for (const CaseLoadError& e : loaded.errors) out.text += fmt::format("  bad case: {}\n", e.to_string());
+    out.text = case_plan(cases, loaded.errors, *backend, inv.backend.kernel);
     out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
     return out;
   }
