@@ -122,7 +122,8 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += fmt::format("```\n{}\n```\n\n", run_line);
   md += "Replaying the captured tensors instead:\n\n";
   md += fmt::format("```\n{}\n```\n\n", replay_line);
-  md += "Without attnres-check (PyTorch float64 reference; calls the vLLM op when it can be imported):\n\n";
+  md += "Without attnres-check (PyTorch float64 reference; also calls vLLM's and FlashInfer's entry points where they "
+        "import, and the kernel this bundle was made with):\n\n";
   md += "```\npython3 repro.py\n```\n\n";
   if (error_map)
     md += "![|out - ref| over [T, H]](error-map.png)\n\n`error-map.png`: |out - ref| over [T, H] (tokens down, hidden across, "
