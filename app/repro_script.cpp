@@ -13,7 +13,8 @@ outputs.safetensors. On a GPU it also calls, with the same strided views, every 
 can import: vLLM's torch.ops._C.kimi_k3_attn_res, vLLM's Python dispatch
 vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res, FlashInfer's
 flashinfer.kimi_k3_attn_res:kimi_k3_attn_res, the kernel the bundle was made with (a torch op or
-Python function, on the CPU where the bundle was made on the CPU backend), and any --call SPEC.
+Python function, on the CPU where the bundle was made on the CPU backend), and any --call SPEC,
+each in a process of its own: a kernel that crashes or breaks the CUDA context costs only its line.
 Needs: torch (the safetensors files are read without the safetensors package).
 """
 import argparse
@@ -21,6 +22,8 @@ import faulthandler
 import importlib
 import json
 import os
+import signal
+import subprocess
 import sys
 
 import torch
@@ -178,26 +181,71 @@ def call(function, style, case, t, output_stride):
                     scalars["output_norm_eps"])
 
 
+NAMES = ["prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight"]
+
+
+def load_case():
+    """The case, its stored inputs and their metadata, the logical views and the float64 reference."""
+    with open(os.path.join(HERE, "case.json")) as f:
+        case = json.load(f)
+    inputs, meta = load("inputs.safetensors")
+    tensors = {n: view(inputs, meta, n) for n in NAMES}
+    return case, inputs, meta, tensors, reference(case, **tensors)
+
+
+def call_entry(spec, style, device, library):
+    """Calls one entry point on the case's inputs and judges its output: 0, or 1 where the output
+    is wrong. Runs in a process of its own (main passes --entry), so that a kernel that kills the
+    process or leaves the CUDA context broken costs only its own line."""
+    style = "torch-op" if spec.startswith("torch-op:") else style
+    function, why_not = resolve(spec, library)
+    if function is None:
+        print(f"{spec}: skipped ({why_not})")
+        return 0
+    case, inputs, meta, _, (_, _, ref) = load_case()
+    output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
+    placed = {n: view(inputs, meta, n, device) for n in NAMES}
+    try:
+        out = call(function, style, case, placed, output_stride)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except CannotExpress as why:
+        print(f"{spec}: skipped ({why})")
+        return 0
+    except Exception as error:  # a rejection, or a kernel's error, is the result to show
+        print(f"{spec} raised {type(error).__name__}: {error}")
+        return 0
+    return 0 if judge(f"{spec} vs PyTorch float64", out, ref, case["tolerance"]["atol"], case["tolerance"]["rtol"]) else 1
+
+
+def how_it_ended(returncode):
+    """A child's exit status in words: negative is the signal that killed it."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        return f"was killed by signal {-returncode} ({signal.Signals(-returncode).name})"
+    except ValueError:
+        return f"was killed by signal {-returncode}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--call", action="append", default=[], metavar="SPEC",
                         help="also call torch-op:NS::OP or python:MODULE:FUNCTION (with --signature)")
     parser.add_argument("--signature", choices=["vllm", "flashinfer"], default="vllm",
                         help="how --call python:... functions are called")
+    parser.add_argument("--entry", nargs=4, metavar=("SPEC", "SIGNATURE", "DEVICE", "LIBRARY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The kernels called below are native code: each line is out before the next call, and a crash
     # shows where it happened.
     sys.stdout.reconfigure(line_buffering=True)
     faulthandler.enable()
-    with open(os.path.join(HERE, "case.json")) as f:
-        case = json.load(f)
-    inputs, meta = load("inputs.safetensors")
-    names = ["prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight"]
-    tensors = {n: view(inputs, meta, n) for n in names}
+    if args.entry:
+        return call_entry(*args.entry)
+    case, _, _, tensors, (p, blocks_after, ref) = load_case()
     for n, t in tensors.items():
         if t is not None:
             print(f"{n}: shape {list(t.shape)} stride {list(t.stride())} {t.dtype}")
-    p, blocks_after, ref = reference(case, **tensors)
     atol, rtol = case["tolerance"]["atol"], case["tolerance"]["rtol"]
     ok = True
     if os.path.exists(os.path.join(HERE, "outputs.safetensors")):
@@ -218,9 +266,8 @@ def main():
         device = "cpu" if environment.get("backend") == "cpu" else "cuda"
         entries.append((environment["kernel"], environment.get("signature", "vllm"), device,
                         environment.get("torch_library", "")))
-    output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
     for spec, style, device, library in entries:
-        style = "torch-op" if spec.startswith("torch-op:") else style
+        # What cannot be called is said here; each call runs in a process of its own.
         function, why_not = resolve(spec, library)
         if function is None:
             print(f"{spec}: skipped ({why_not})")
@@ -228,16 +275,10 @@ def main():
         if device == "cuda" and not torch.cuda.is_available():
             print(f"{spec}: no CUDA device; skipped")
             continue
-        placed = {n: view(inputs, meta, n, device) for n in names}
-        try:
-            out = call(function, style, case, placed, output_stride)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            ok = judge(f"{spec} vs PyTorch float64", out, ref, atol, rtol) and ok
-        except CannotExpress as why:
-            print(f"{spec}: skipped ({why})")
-        except Exception as error:  # a rejection or a crash of the kernel is the result to show
-            print(f"{spec} raised {type(error).__name__}: {error}")
+        called = subprocess.run([sys.executable, os.path.abspath(__file__), "--entry", spec, style, device, library])
+        if called.returncode not in (0, 1):
+            print(f"{spec}: the process calling it {how_it_ended(called.returncode)}; its stderr is above")
+        ok = ok and called.returncode == 0
     return 0 if ok else 1
 
 

@@ -114,6 +114,19 @@ class ReproScript(unittest.TestCase):
             self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout,
                           exit_and_stderr(ran))
 
+    @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
+    def test_a_kernel_that_kills_its_process_costs_only_its_own_line(self):
+        with tempfile.TemporaryDirectory() as work:
+            out = pathlib.Path(work) / "bundle"
+            result = bundle(out, str(SOURCE / "cases" / "layouts.json"), "--case", "view-prefix-flat-offset-1",
+                            "--kernel", "python:attnres_python_test:attn_res_kills_its_process")
+            self.assertEqual(result["disposition"], "error")  # the tool's worker was killed
+            ran = repro_py(out)
+            self.assertEqual(ran.returncode, 1, ran.stdout + exit_and_stderr(ran))
+            self.assertIn("python:attnres_python_test:attn_res_kills_its_process: the process calling it was killed by "
+                          "signal 11 (SIGSEGV); its stderr is above", ran.stdout, exit_and_stderr(ran))
+            self.assertIn("Fatal Python error: Segmentation fault", ran.stderr)  # faulthandler shows where
+
     @unittest.skipUnless(TORCH_TEST_OPS, "the torch bridge is not built")
     def test_the_bundles_own_torch_op_is_called_by_its_schemas_argument_names(self):
         with tempfile.TemporaryDirectory() as work:

@@ -10,9 +10,13 @@ vLLM's signature (positional, returns the output):
   attn_res_import_vllm      imports vLLM's custom ops, as vLLM's dispatch does: ImportError here
   attn_res_without_op_check calls torch.ops._C.kimi_k3_attn_res without asking whether it exists,
                             as the seed's dispatch did (AttributeError on a torch without the op)
+  attn_res_kills_its_process  SIGSEGV, as a native kernel that faults on the host does
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager
 """
+import os
+import signal
+
 import torch
 
 MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}"
@@ -78,6 +82,10 @@ def attn_res_import_vllm(*args):
 
 def attn_res_unprintable_error(*args):
     raise RuntimeError("a NUL \x00 here, a lone surrogate \ud800 there")
+
+
+def attn_res_kills_its_process(*args):
+    os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def attn_res_without_op_check(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
