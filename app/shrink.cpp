@@ -58,8 +58,12 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   if (s.block_write_idx >= 0) add("no block write", [](CaseSpec& n) { n.shape.block_write_idx = -1; });
   if (s.has_delta) add("no delta", [](CaseSpec& n) { n.shape.has_delta = false; });
   if (s.has_output_norm) add("no output norm", [](CaseSpec& n) { n.shape.has_output_norm = false; });
-  if (s.hidden >= 16 && (s.hidden / 2) % 8 == 0)
-    add(fmt::format("H {} -> {}", s.hidden, s.hidden / 2), [&](CaseSpec& n) { n.shape.hidden = s.hidden / 2; });
+  // H by halves rounded down to a multiple of 8, then by one step of 8: an H of 8 times an odd
+  // number shrinks too.
+  const int half_hidden = s.hidden / 2 / 8 * 8;
+  if (half_hidden >= 8) add(fmt::format("H {} -> {}", s.hidden, half_hidden), [&](CaseSpec& n) { n.shape.hidden = half_hidden; });
+  if (s.hidden - 8 > half_hidden)
+    add(fmt::format("H {} -> {}", s.hidden, s.hidden - 8), [&](CaseSpec& n) { n.shape.hidden = s.hidden - 8; });
   // Row padding: halved, then none (the blocks' once they are token-major).
   const bool token_major_blocks = c.strides.blocks_token == s.max_blocks * c.strides.blocks_row;
   struct Padded {

@@ -258,6 +258,30 @@ TEST(Shrink, ViewsShrinkToLegalLayoutsThatKeepTheBug) {
             kExitOk);
 }
 
+// H = 8 x 219 has no half that is a multiple of 8: halves are rounded down, and H still shrinks to
+// the smallest legal one (the unguarded bug does not depend on H).
+TEST(Shrink, AnHiddenSizeOfEightTimesAnOddNumberShrinksToo) {
+  TempDir dir;
+  const std::string bug = dir.file("odd-h.json", json{{"schema_version", 1},
+                                                      {"name", "odd-h"},
+                                                      {"T", 4},
+                                                      {"H", 1752},
+                                                      {"max_blocks", 3},
+                                                      {"num_blocks", 2},
+                                                      {"tensors", {{"prefix", {{"row_stride", 1759}}}}}}
+                                                     .dump());
+  const std::string out_path = (dir.path() / "small.json").string();
+  const CommandOutput out = run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.text;
+  EXPECT_NE(out.text.find("H 1752 -> 872"), std::string::npos) << out.text;
+  const CaseSpec small = parse_case(json::parse(read_file(out_path)), out_path, "");
+  EXPECT_EQ(small.shape.hidden, 8) << out.text;
+  EXPECT_GT(small.strides.prefix, small.shape.hidden) << out.text;
+  EXPECT_EQ(run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "memory-violation"})
+                .exit_code,
+            kExitOk);
+}
+
 TEST(Shrink, TheShrunkCasePassesItsOwnRegressionCheck) {
   // The seed repro expects the guard's message for T=320, H=7168, stride 7175; shrunk, the
   // layout is smaller and the guarded kernel names the new strides.
