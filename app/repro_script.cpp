@@ -53,15 +53,31 @@ def load(name):
     return tensors, metadata
 
 
+def layout(metadata, name):
+    """(shape, stride, storage offset) of `name`'s logical tensor over its stored storage."""
+    return (json.loads(metadata[name + ".shape"]), json.loads(metadata[name + ".stride"]),
+            int(metadata.get(name + ".storage_offset", "0")))
+
+
 def view(tensors, metadata, name, device="cpu"):
     """The logical tensor over its stored storage, padding and all."""
     if name not in tensors:
         return None
-    flat = tensors[name].to(device)
-    shape = json.loads(metadata[name + ".shape"])
-    stride = json.loads(metadata[name + ".stride"])
-    offset = int(metadata.get(name + ".storage_offset", "0"))
-    return torch.as_strided(flat, shape, stride, offset)
+    return torch.as_strided(tensors[name].to(device), *layout(metadata, name))
+
+
+def bits(t):
+    """A bf16 tensor's bits, on the CPU, for bit-exact comparisons (-0.0 and NaN payloads count)."""
+    return t.cpu().view(torch.int16)
+
+
+def changed_outside_view(before, after, metadata, name):
+    """How many elements of `name`'s storage outside its logical view (row padding, the room
+    before a storage offset) differ between `before` and `after`: a kernel must not write there."""
+    covered = torch.zeros(before.numel(), dtype=torch.bool)
+    torch.as_strided(covered, *layout(metadata, name)).fill_(True)
+    changed = bits(before.reshape(-1)) != bits(after.reshape(-1))
+    return int((changed & ~covered).sum())
 
 
 def reference(case, prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight):
@@ -202,9 +218,11 @@ def call_entry(spec, style, device, library):
     if function is None:
         print(f"{spec}: skipped ({why_not})")
         return 0
-    case, inputs, meta, _, (_, _, ref) = load_case()
+    case, inputs, meta, _, (p, blocks_after, ref) = load_case()
     output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
-    placed = {n: view(inputs, meta, n, device) for n in NAMES}
+    stored = {n: inputs[n].clone() for n in NAMES if n in inputs}
+    flats = {n: t.to(device) for n, t in inputs.items() if n in NAMES}
+    placed = {n: view(flats, meta, n) for n in NAMES}
     try:
         out = call(function, style, case, placed, output_stride)
         if device == "cuda":
@@ -215,7 +233,19 @@ def call_entry(spec, style, device, library):
     except Exception as error:  # a rejection, or a kernel's error, is the result to show
         print(f"{spec} raised {type(error).__name__}: {error}")
         return 0
-    return 0 if judge(f"{spec} vs PyTorch float64", out, ref, case["tolerance"]["atol"], case["tolerance"]["rtol"]) else 1
+    ok = judge(f"{spec} vs PyTorch float64", out, ref, case["tolerance"]["atol"], case["tolerance"]["rtol"])
+    # The rest of the contract, as the tool checks it: p written back and the block write bit for
+    # bit, the other inputs untouched, nothing written outside the views.
+    prefix_exact = torch.equal(bits(placed["prefix"]), bits(p))
+    blocks_exact = torch.equal(bits(placed["blocks"]), bits(blocks_after))
+    read_only = [n for n in ("delta", "norm_weight", "qk_weight", "output_norm_weight") if n in stored]
+    changed_inputs = [n for n in read_only if not torch.equal(bits(placed[n]), bits(view(stored, meta, n)))]
+    outside = {n: changed_outside_view(stored[n], flats[n], meta, n) for n in stored}
+    outside_words = ", ".join(f"{n} {count}" for n, count in outside.items() if count) or "none"
+    print(f"{spec}: prefix bit-exact: {prefix_exact}; blocks bit-exact: {blocks_exact}; "
+          f"inputs it changed: {', '.join(changed_inputs) or 'none'}; "
+          f"elements changed outside the views: {outside_words}")
+    return 0 if ok and prefix_exact and blocks_exact and not changed_inputs and outside_words == "none" else 1
 
 
 def how_it_ended(returncode):
@@ -251,8 +281,8 @@ def main():
     if os.path.exists(os.path.join(HERE, "outputs.safetensors")):
         outputs, out_meta = load("outputs.safetensors")
         ok = judge("captured kernel output vs PyTorch float64", view(outputs, out_meta, "output"), ref, atol, rtol)
-        prefix_exact = torch.equal(view(outputs, out_meta, "prefix_after").view(torch.int16), p.view(torch.int16))
-        blocks_exact = torch.equal(view(outputs, out_meta, "blocks_after").view(torch.int16), blocks_after.view(torch.int16))
+        prefix_exact = torch.equal(bits(view(outputs, out_meta, "prefix_after")), bits(p))
+        blocks_exact = torch.equal(bits(view(outputs, out_meta, "blocks_after")), bits(blocks_after))
         print(f"prefix bit-exact: {prefix_exact}; blocks bit-exact: {blocks_exact}")
         ok = ok and prefix_exact and blocks_exact
     else:

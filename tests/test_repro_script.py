@@ -106,6 +106,12 @@ class ReproScript(unittest.TestCase):
             _, mismatched, _ = verdict_line(ran.stdout, label)
             self.assertGreater(mismatched, 0)
             self.assertEqual(mismatched, result["comparison"]["mismatched"])
+            # The prefix padding the tool found overwritten, found again by torch alone.
+            [padding] = [v for v in result["violations"] if v["kind"] == "padding canary overwritten"]
+            self.assertEqual(padding["tensor"], "prefix")
+            self.assertIn("python:attnres_python_test:attn_res_eager_hardcoded: prefix bit-exact: False; blocks bit-exact: "
+                          f"True; inputs it changed: none; elements changed outside the views: prefix {padding['count']}",
+                          ran.stdout, exit_and_stderr(ran))
 
             fixed = pathlib.Path(work) / "fixed"
             result = bundle(fixed, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager")
@@ -139,6 +145,9 @@ class ReproScript(unittest.TestCase):
             ran = repro_py(full)
             _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
             self.assertEqual((mismatched, total), (0, 192))
+            self.assertIn("torch-op:attnres_test::attn_res_full: prefix bit-exact: True; blocks bit-exact: True; inputs it "
+                          "changed: none; elements changed outside the views: none", ran.stdout, exit_and_stderr(ran))
+            self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
 
             # vLLM's schema has no block_write_idx: repro.py says so instead of calling it wrongly.
             vllm_schema = pathlib.Path(work) / "vllm-schema"
