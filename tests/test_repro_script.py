@@ -18,26 +18,30 @@ import unittest
 BINARY, SOURCE = os.path.abspath(sys.argv[1]), pathlib.Path(sys.argv[2]).resolve()
 HAVE_PYTHON_BRIDGE = sys.argv[3] == "1"
 TORCH_TEST_OPS = sys.argv[4] if len(sys.argv) > 4 else ""  # empty where the torch bridge is not built
+# A GPU for repro.py and for the tool's CUDA backend (the device image; never CI).
+CUDA = importlib.util.find_spec("torch") is not None and __import__("torch").cuda.is_available()
 MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides 71, 64, 64 for hidden_size 64"
 
 
-def bundle(out, *arguments):
-    """Writes a repro bundle with the CPU backend; returns its result.json."""
+def bundle(out, *arguments, backend="cpu"):
+    """Writes a repro bundle (with the CPU backend unless told); returns its result.json."""
     env = dict(os.environ, PYTHONPATH=str(SOURCE / "tests" / "plugins"))
-    made = subprocess.run([BINARY, "repro", *arguments, "--backend", "cpu", "--out", str(out)], env=env,
+    made = subprocess.run([BINARY, "repro", *arguments, "--backend", backend, "--out", str(out)], env=env,
                           capture_output=True, text=True)
     if not (out / "result.json").exists():
         raise AssertionError(f"no bundle written (exit {made.returncode}):\n{made.stdout}{made.stderr}")
     return json.loads((out / "result.json").read_text())
 
 
-def repro_py(directory):
-    """Runs the bundle's repro.py with a Python that cannot import safetensors."""
+def repro_py(directory, gpu=False):
+    """Runs the bundle's repro.py with a Python that cannot import safetensors (and sees no GPU
+    unless told)."""
     blocker = directory / "no-safetensors"
     blocker.mkdir(exist_ok=True)
     (blocker / "safetensors.py").write_text("raise ImportError('repro.py must not need safetensors')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(SOURCE / "tests" / "plugins")]),
-               CUDA_VISIBLE_DEVICES="")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(SOURCE / "tests" / "plugins")]))
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     return subprocess.run([sys.executable, "repro.py"], cwd=directory, env=env, capture_output=True, text=True)
 
 
@@ -166,6 +170,32 @@ class ReproScript(unittest.TestCase):
             self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
                           exit_and_stderr(ran))
 
+
+    @unittest.skipUnless(TORCH_TEST_OPS and CUDA, "needs the torch bridge and a CUDA device")
+    def test_a_gpu_bundles_own_torch_op_is_called_again_on_the_gpu(self):
+        with tempfile.TemporaryDirectory() as work:
+            library = ["--torch-library", TORCH_TEST_OPS]
+            full = pathlib.Path(work) / "full"
+            result = bundle(full, str(padded_prefix_case(work, block_write_idx=2)), "--kernel",
+                            "torch-op:attnres_test::attn_res_full", *library, backend="cuda")
+            self.assertEqual(result["disposition"], "passed")
+            ran = repro_py(full, gpu=True)
+            self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
+            _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
+            self.assertEqual((mismatched, total), (0, 192))
+            self.assertIn("torch-op:attnres_test::attn_res_full: prefix bit-exact: True; blocks bit-exact: True; inputs it "
+                          "changed: none; elements changed outside the views: none", ran.stdout, exit_and_stderr(ran))
+
+            hardcoded = pathlib.Path(work) / "hardcoded"
+            result = bundle(hardcoded, str(padded_prefix_case(work)), "--kernel",
+                            "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", *library, backend="cuda")
+            self.assertEqual(result["disposition"], "memory-violation")
+            [padding] = [v for v in result["violations"] if v["kind"] == "padding canary overwritten"]
+            ran = repro_py(hardcoded, gpu=True)
+            self.assertEqual(ran.returncode, 1, ran.stdout + exit_and_stderr(ran))
+            self.assertIn("torch-op:attnres_test::kimi_k3_attn_res_hardcoded: prefix bit-exact: False; blocks bit-exact: "
+                          f"True; inputs it changed: none; elements changed outside the views: prefix {padding['count']}",
+                          ran.stdout, exit_and_stderr(ran))
 
 if __name__ == "__main__":
     if importlib.util.find_spec("torch") is None:
