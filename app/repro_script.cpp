@@ -210,8 +210,8 @@ def load_case():
 
 
 def call_entry(spec, style, device, library):
-    """Calls one entry point on the case's inputs and judges its output: 0, or 1 where the output
-    is wrong. Runs in a process of its own (main passes --entry), so that a kernel that kills the
+    """Calls one entry point on the case's inputs and judges what it did: 0, or 1 where its output
+    or its writes break the contract. Runs in a process of its own (main passes --entry), so that a kernel that kills the
     process or leaves the CUDA context broken costs only its own line."""
     style = "torch-op" if spec.startswith("torch-op:") else style
     function, why_not = resolve(spec, library)
