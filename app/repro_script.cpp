@@ -264,6 +264,8 @@ def main():
                         help="also call torch-op:NS::OP or python:MODULE:FUNCTION (with --signature)")
     parser.add_argument("--signature", choices=["vllm", "flashinfer"], default="vllm",
                         help="how --call python:... functions are called")
+    parser.add_argument("--timeout", type=float, default=900, metavar="SECONDS",
+                        help="seconds each call may take before it is killed as a hang (default 900; 0: no limit)")
     parser.add_argument("--entry", nargs=4, metavar=("SPEC", "SIGNATURE", "DEVICE", "LIBRARY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     # The kernels called below are native code: each line is out before the next call, and a crash
@@ -305,7 +307,13 @@ def main():
         if device == "cuda" and not torch.cuda.is_available():
             print(f"{spec}: no CUDA device; skipped")
             continue
-        called = subprocess.run([sys.executable, os.path.abspath(__file__), "--entry", spec, style, device, library])
+        try:
+            called = subprocess.run([sys.executable, os.path.abspath(__file__), "--entry", spec, style, device, library],
+                                    timeout=args.timeout or None)
+        except subprocess.TimeoutExpired:
+            print(f"{spec}: still running after {args.timeout:g} s (--timeout); killed as a hang")
+            ok = False
+            continue
         if called.returncode not in (0, 1):
             print(f"{spec}: the process calling it {how_it_ended(called.returncode)}; its stderr is above")
         ok = ok and called.returncode == 0

@@ -33,7 +33,7 @@ def bundle(out, *arguments, backend="cpu"):
     return json.loads((out / "result.json").read_text())
 
 
-def repro_py(directory, gpu=False):
+def repro_py(directory, *arguments, gpu=False):
     """Runs the bundle's repro.py with a Python that cannot import safetensors (and sees no GPU
     unless told)."""
     blocker = directory / "no-safetensors"
@@ -42,7 +42,8 @@ def repro_py(directory, gpu=False):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(SOURCE / "tests" / "plugins")]))
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    return subprocess.run([sys.executable, "repro.py"], cwd=directory, env=env, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "repro.py", *arguments], cwd=directory, env=env, capture_output=True,
+                          text=True)
 
 
 def exit_and_stderr(ran):
@@ -136,6 +137,18 @@ class ReproScript(unittest.TestCase):
             self.assertIn("python:attnres_python_test:attn_res_kills_its_process: the process calling it was killed by "
                           "signal 11 (SIGSEGV); its stderr is above", ran.stdout, exit_and_stderr(ran))
             self.assertIn("Fatal Python error: Segmentation fault", ran.stderr)  # faulthandler shows where
+
+    @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
+    def test_a_kernel_that_hangs_is_killed_after_the_timeout(self):
+        with tempfile.TemporaryDirectory() as work:
+            out = pathlib.Path(work) / "bundle"
+            result = bundle(out, str(SOURCE / "cases" / "layouts.json"), "--case", "view-prefix-flat-offset-1",
+                            "--kernel", "python:attnres_python_test:attn_res_hangs", "--timeout", "2")
+            self.assertEqual(result["disposition"], "error")  # the tool's worker was killed at its timeout
+            ran = repro_py(out, "--timeout", "2")
+            self.assertEqual(ran.returncode, 1, ran.stdout + exit_and_stderr(ran))
+            self.assertIn("python:attnres_python_test:attn_res_hangs: still running after 2 s (--timeout); killed as a hang",
+                          ran.stdout, exit_and_stderr(ran))
 
     @unittest.skipUnless(TORCH_TEST_OPS, "the torch bridge is not built")
     def test_the_bundles_own_torch_op_is_called_by_its_schemas_argument_names(self):

@@ -11,11 +11,13 @@ vLLM's signature (positional, returns the output):
   attn_res_without_op_check calls torch.ops._C.kimi_k3_attn_res without asking whether it exists,
                             as the seed's dispatch did (AttributeError on a torch without the op)
   attn_res_kills_its_process  SIGSEGV, as a native kernel that faults on the host does
+  attn_res_hangs            never returns, as a kernel stuck on a barrier
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager
 """
 import os
 import signal
+import time
 
 import torch
 
@@ -86,6 +88,11 @@ def attn_res_unprintable_error(*args):
 
 def attn_res_kills_its_process(*args):
     os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def attn_res_hangs(*args):
+    while True:
+        time.sleep(60)
 
 
 def attn_res_without_op_check(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
