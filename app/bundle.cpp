@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 
 #include <cuda_runtime_api.h>
@@ -162,7 +163,7 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
     }
   }();
   std::optional<CaseArtifacts> artifacts;
-  const CaseResult result = ended_elsewhere ? *ended_elsewhere : run_case(spec, backend, options, nullptr, &artifacts);
+  CaseResult result = ended_elsewhere ? *ended_elsewhere : run_case(spec, backend, options, nullptr, &artifacts);
 
   CaseSpec bundled = spec;
   bundled.file = "case.json";
@@ -173,8 +174,12 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   // the inputs are made here, within the host budget.
   const bool inputs_fit = artifacts || !host_inputs_refusal(spec, backend, options);
   if (inputs_fit) {
-    write_safetensors((dir / "inputs.safetensors").string(),
-                      inputs_file(spec, artifacts ? artifacts->inputs : make_case_tensors(spec)));
+    std::optional<CaseTensors> made_here;
+    const CaseTensors& inputs = artifacts ? artifacts->inputs : made_here.emplace(make_case_tensors(spec));
+    // A run that ended before its checksums (its worker killed, refused first) gets them here, so
+    // that REPORT.md and result.json name the inputs the bundle holds.
+    if (result.input_checksums.empty()) result.input_checksums = input_checksums(inputs);
+    write_safetensors((dir / "inputs.safetensors").string(), inputs_file(spec, inputs));
     written.push_back("inputs.safetensors");
   }
   bool drew_error_map = false;

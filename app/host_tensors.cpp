@@ -102,6 +102,13 @@ std::string checksum(const HostTensor& tensor) {
   return checksum_text(total);
 }
 
+std::vector<std::pair<std::string, std::string>> input_checksums(const CaseTensors& tensors) {
+  std::vector<std::pair<std::string, std::string>> sums;
+  for (const HostTensor* t : tensors.all())
+    if (!t->empty() && t->name != "output") sums.emplace_back(t->name, checksum(*t));
+  return sums;
+}
+
 std::optional<std::int64_t> case_storage_bytes(const AttnResShape& s, const AttnResStrides& strides) {
   CheckedSize elements = 0;
   for (const TensorLayout& layout : case_layouts(s, strides)) {

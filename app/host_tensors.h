@@ -78,6 +78,8 @@ class Fnv1a64 {
 std::string checksum_text(std::uint64_t sum);
 // The mix64sum checksum of the logical elements, independent of padding, on every core.
 std::string checksum(const HostTensor& tensor);
+// (name, checksum) of each input present (not the output), in CaseTensors::all() order.
+std::vector<std::pair<std::string, std::string>> input_checksums(const CaseTensors& tensors);
 
 // Bytes of storage (guards and padding included) of one copy of a case's seven tensors;
 // nothing when the sizes overflow int64.

@@ -16,12 +16,7 @@ class HostWorkspace : public CaseWorkspace {
     if (keep_inputs) inputs_ = tensors_;
   }
 
-  std::vector<std::pair<std::string, std::string>> input_checksums() override {
-    std::vector<std::pair<std::string, std::string>> sums;
-    for (const HostTensor* t : tensors_.all())
-      if (!t->empty() && t->name != "output") sums.emplace_back(t->name, checksum(*t));
-    return sums;
-  }
+  std::vector<std::pair<std::string, std::string>> input_checksums() override { return attnres::input_checksums(tensors_); }
 
   ReferenceSummary compute_reference() override {
     expected_ = tensors_;

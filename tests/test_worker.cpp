@@ -227,6 +227,15 @@ TEST(Worker, ShrinkAndReproOfAKernelThatHangs) {
   EXPECT_EQ(result["detail"], "the worker process running this case gave no answer within 0.5 s (--timeout) and was killed; "
                               "a new worker runs the next case");
   EXPECT_TRUE(std::filesystem::exists(bundle + "/case.json"));
+  // The killed worker sent no checksums: the bundle's are those of the inputs it holds, as a run
+  // in process computes them.
+  const std::string in_process = (dir.path() / "in-process").string();
+  run_cli({"repro", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel", "portable", "--out", in_process});
+  const json expected = json::parse(read_file(in_process + "/result.json"))["input_checksums"];
+  EXPECT_EQ(expected.size(), 5u) << expected.dump();  // no output norm weight in this case
+  EXPECT_EQ(result["input_checksums"], expected);
+  EXPECT_NE(read_file(bundle + "/REPORT.md").find(fmt::format("`prefix`: `{}`", expected["prefix"].get<std::string>())),
+            std::string::npos);
   // A passing case's bundle, written in the worker, still has the kernel's outputs.
   const std::string passing = (dir.path() / "passing").string();
   const CommandOutput ok = run_cli({"repro", cases, "--case", "public-t17-b2-write2", "--backend", "cpu", "--kernel",
