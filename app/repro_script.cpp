@@ -20,6 +20,7 @@ Needs: torch (the safetensors files are read without the safetensors package).
 import argparse
 import faulthandler
 import importlib
+import importlib.util
 import json
 import os
 import signal
@@ -133,13 +134,13 @@ def resolve(spec, library=""):
         if library:
             try:
                 torch.ops.load_library(library)
-            except OSError as error:
-                return None, f"{library} does not load: {error}"
+            except Exception as error:  # a library's own initialisation may raise anything
+                return None, f"{library} does not load: {type(error).__name__}: {error}"
         elif namespace == "_C":
             try:
                 importlib.import_module("vllm._C")  # registers vLLM's ops
-            except ImportError as error:
-                return None, f"vllm._C is not importable: {error}"
+            except Exception as error:  # ImportError, or whatever vLLM's import raises
+                return None, f"vllm._C is not importable: {type(error).__name__}: {error}"
         name, _, overload = op.partition(".")
         try:
             return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default"), None
@@ -148,8 +149,28 @@ def resolve(spec, library=""):
     module, _, function = spec[len("python:"):].rpartition(":")
     try:
         return getattr(importlib.import_module(module), function), None
-    except (ImportError, AttributeError) as error:
+    except Exception as error:  # ImportError, AttributeError, or whatever the module's import raises
         return None, f"{type(error).__name__}: {error}"
+
+
+def absent(spec, library=""):
+    """Why `spec` cannot be resolved here, where that shows without importing or loading it (its
+    top-level package or its library is not there), or None."""
+    if spec.startswith("torch-op:"):
+        namespace, _, op = spec[len("torch-op:"):].partition("::")
+        if not namespace or not op:
+            return "expected torch-op:NAMESPACE::OP"
+        if library:
+            return None if os.path.exists(library) else f"{library} does not exist"
+        package = "vllm" if namespace == "_C" else None
+    else:
+        module, _, function = spec[len("python:"):].rpartition(":")
+        if not spec.startswith("python:") or not module or not function:
+            return "expected python:MODULE:FUNCTION"
+        package = module.partition(".")[0]
+    if package and importlib.util.find_spec(package) is None:
+        return f"ModuleNotFoundError: No module named '{package}'"
+    return None
 
 
 class CannotExpress(Exception):
@@ -299,9 +320,9 @@ def main():
         entries.append((environment["kernel"], environment.get("signature", "vllm"), device,
                         environment.get("torch_library", "")))
     for spec, style, device, library in entries:
-        # What cannot be called is said here; each call runs in a process of its own.
-        function, why_not = resolve(spec, library)
-        if function is None:
+        # This process loads no kernel's code: each is imported and called in a process of its own.
+        why_not = absent(spec, library)
+        if why_not:
             print(f"{spec}: skipped ({why_not})")
             continue
         if device == "cuda" and not torch.cuda.is_available():
