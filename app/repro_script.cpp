@@ -60,11 +60,11 @@ def layout(metadata, name):
             int(metadata.get(name + ".storage_offset", "0")))
 
 
-def view(tensors, metadata, name, device="cpu"):
+def view(tensors, metadata, name):
     """The logical tensor over its stored storage, padding and all."""
     if name not in tensors:
         return None
-    return torch.as_strided(tensors[name].to(device), *layout(metadata, name))
+    return torch.as_strided(tensors[name], *layout(metadata, name))
 
 
 def bits(t):
@@ -126,48 +126,53 @@ ENTRY_POINTS = [
 ]
 
 
+def split_spec(spec):
+    """("torch-op", NAMESPACE, OP) or ("python", MODULE, FUNCTION); empty parts where spec lacks them."""
+    if spec.startswith("torch-op:"):
+        namespace, _, op = spec[len("torch-op:"):].partition("::")
+        return "torch-op", namespace, op
+    module, _, function = spec[len("python:"):].rpartition(":") if spec.startswith("python:") else ("", "", "")
+    return "python", module, function
+
+
 def resolve(spec, library=""):
     """(callable, None) for a torch-op:NS::OP or python:MODULE:FUNCTION spec, or (None, why not).
     `library` (the bundle's --torch-library) is loaded first where given."""
-    if spec.startswith("torch-op:"):
-        namespace, _, op = spec[len("torch-op:"):].partition("::")
-        if library:
-            try:
-                torch.ops.load_library(library)
-            except Exception as error:  # a library's own initialisation may raise anything
-                return None, f"{library} does not load: {type(error).__name__}: {error}"
-        elif namespace == "_C":
-            try:
-                importlib.import_module("vllm._C")  # registers vLLM's ops
-            except Exception as error:  # ImportError, or whatever vLLM's import raises
-                return None, f"vllm._C is not importable: {type(error).__name__}: {error}"
-        name, _, overload = op.partition(".")
+    kind, scope, name = split_spec(spec)
+    if kind == "python":
         try:
-            return getattr(getattr(getattr(torch.ops, namespace), name), overload or "default"), None
-        except (AttributeError, RuntimeError) as error:
-            return None, f"not registered: {error}"
-    module, _, function = spec[len("python:"):].rpartition(":")
+            return getattr(importlib.import_module(scope), name), None
+        except Exception as error:  # ImportError, AttributeError, or whatever the module's import raises
+            return None, f"{type(error).__name__}: {error}"
+    if library:
+        try:
+            torch.ops.load_library(library)
+        except Exception as error:  # a library's own initialisation may raise anything
+            return None, f"{library} does not load: {type(error).__name__}: {error}"
+    elif scope == "_C":
+        try:
+            importlib.import_module("vllm._C")  # registers vLLM's ops
+        except Exception as error:  # ImportError, or whatever vLLM's import raises
+            return None, f"vllm._C is not importable: {type(error).__name__}: {error}"
+    op, _, overload = name.partition(".")
     try:
-        return getattr(importlib.import_module(module), function), None
-    except Exception as error:  # ImportError, AttributeError, or whatever the module's import raises
-        return None, f"{type(error).__name__}: {error}"
+        return getattr(getattr(getattr(torch.ops, scope), op), overload or "default"), None
+    except (AttributeError, RuntimeError) as error:
+        return None, f"not registered: {error}"
 
 
 def absent(spec, library=""):
     """Why `spec` cannot be resolved here, where that shows without importing or loading it (its
     top-level package or its library is not there), or None."""
-    if spec.startswith("torch-op:"):
-        namespace, _, op = spec[len("torch-op:"):].partition("::")
-        if not namespace or not op:
-            return "expected torch-op:NAMESPACE::OP"
+    kind, scope, name = split_spec(spec)
+    if not scope or not name:
+        return "expected torch-op:NAMESPACE::OP" if kind == "torch-op" else "expected python:MODULE:FUNCTION"
+    if kind == "torch-op":
         if library:
             return None if os.path.exists(library) else f"{library} does not exist"
-        package = "vllm" if namespace == "_C" else None
+        package = "vllm" if scope == "_C" else None
     else:
-        module, _, function = spec[len("python:"):].rpartition(":")
-        if not spec.startswith("python:") or not module or not function:
-            return "expected python:MODULE:FUNCTION"
-        package = module.partition(".")[0]
+        package = scope.partition(".")[0]
     if package and importlib.util.find_spec(package) is None:
         return f"ModuleNotFoundError: No module named '{package}'"
     return None
@@ -222,28 +227,32 @@ NAMES = ["prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_w
 
 
 def load_case():
-    """The case, its stored inputs and their metadata, the logical views and the float64 reference."""
+    """The case, its stored inputs (each input's whole storage) and their metadata."""
     with open(os.path.join(HERE, "case.json")) as f:
         case = json.load(f)
     inputs, meta = load("inputs.safetensors")
-    tensors = {n: view(inputs, meta, n) for n in NAMES}
-    return case, inputs, meta, tensors, reference(case, **tensors)
+    return case, inputs, meta
+
+
+def logical_views(inputs, meta):
+    """Every input's logical tensor (None for an absent one), as reference() takes them."""
+    return {n: view(inputs, meta, n) for n in NAMES}
 
 
 def call_entry(spec, style, device, library):
     """Calls one entry point on the case's inputs and judges what it did: 0, or 1 where its output
-    or its writes break the contract. Runs in a process of its own (main passes --entry), so that a kernel that kills the
-    process or leaves the CUDA context broken costs only its own line."""
+    or its writes break the contract. Runs in a process of its own (main passes --entry), so that
+    a kernel that kills the process or leaves the CUDA context broken costs only its own line."""
     style = "torch-op" if spec.startswith("torch-op:") else style
     function, why_not = resolve(spec, library)
     if function is None:
         print(f"{spec}: skipped ({why_not})")
         return 0
-    case, inputs, meta, _, (p, blocks_after, ref) = load_case()
-    output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else ref.shape[1]
-    stored = {n: inputs[n].clone() for n in NAMES if n in inputs}
-    flats = {n: t.to(device) for n, t in inputs.items() if n in NAMES}
-    placed = {n: view(flats, meta, n) for n in NAMES}
+    case, stored, meta = load_case()
+    output_stride = json.loads(meta["output.stride"])[0] if "output.stride" in meta else layout(meta, "prefix")[0][1]
+    # Copies the kernel runs on (.to() alone would hand it the stored tensors on the CPU).
+    flats = {n: t.to(device, copy=True) for n, t in stored.items()}
+    placed = logical_views(flats, meta)
     try:
         out = call(function, style, case, placed, output_stride)
         if device == "cuda":
@@ -254,6 +263,8 @@ def call_entry(spec, style, device, library):
     except Exception as error:  # a rejection, or a kernel's error, is the result to show
         print(f"{spec} raised {type(error).__name__}: {error}")
         return 0
+    # The reference only where there is an output to judge: a skipped or refusing entry costs none.
+    p, blocks_after, ref = reference(case, **logical_views(stored, meta))
     ok = judge(f"{spec} vs PyTorch float64", out, ref, case["tolerance"]["atol"], case["tolerance"]["rtol"])
     # The rest of the contract, as the tool checks it: p written back and the block write bit for
     # bit, the other inputs untouched, nothing written outside the views.
@@ -295,7 +306,9 @@ def main():
     faulthandler.enable()
     if args.entry:
         return call_entry(*args.entry)
-    case, _, _, tensors, (p, blocks_after, ref) = load_case()
+    case, inputs, meta = load_case()
+    tensors = logical_views(inputs, meta)
+    p, blocks_after, ref = reference(case, **tensors)
     for n, t in tensors.items():
         if t is not None:
             print(f"{n}: shape {list(t.shape)} stride {list(t.stride())} {t.dtype}")

@@ -51,6 +51,12 @@ def exit_and_stderr(ran):
     return f"repro.py exit {ran.returncode}; stderr:\n{ran.stderr}"
 
 
+def contract_line(spec, prefix_exact=True, outside="none"):
+    """repro.py's line on the rest of the contract for `spec`, with the blocks exact and no input changed."""
+    return (f"{spec}: prefix bit-exact: {prefix_exact}; blocks bit-exact: True; inputs it changed: none; "
+            f"elements changed outside the views: {outside}")
+
+
 def verdict_line(stdout, label):
     """(max-abs, mismatched, total) from repro.py's line for `label`."""
     match = re.search(re.escape(label) + r": max-abs error (\S+) at .*Mismatched elements: (\d+) / (\d+)", stdout)
@@ -114,9 +120,8 @@ class ReproScript(unittest.TestCase):
             # The prefix padding the tool found overwritten, found again by torch alone.
             [padding] = [v for v in result["violations"] if v["kind"] == "padding canary overwritten"]
             self.assertEqual(padding["tensor"], "prefix")
-            self.assertIn("python:attnres_python_test:attn_res_eager_hardcoded: prefix bit-exact: False; blocks bit-exact: "
-                          f"True; inputs it changed: none; elements changed outside the views: prefix {padding['count']}",
-                          ran.stdout, exit_and_stderr(ran))
+            self.assertIn(contract_line("python:attnres_python_test:attn_res_eager_hardcoded", False,
+                                        f"prefix {padding['count']}"), ran.stdout, exit_and_stderr(ran))
 
             fixed = pathlib.Path(work) / "fixed"
             result = bundle(fixed, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager")
@@ -162,8 +167,7 @@ class ReproScript(unittest.TestCase):
             ran = repro_py(full)
             _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
             self.assertEqual((mismatched, total), (0, 192))
-            self.assertIn("torch-op:attnres_test::attn_res_full: prefix bit-exact: True; blocks bit-exact: True; inputs it "
-                          "changed: none; elements changed outside the views: none", ran.stdout, exit_and_stderr(ran))
+            self.assertIn(contract_line("torch-op:attnres_test::attn_res_full"), ran.stdout, exit_and_stderr(ran))
             self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
 
             # vLLM's schema has no block_write_idx: repro.py says so instead of calling it wrongly.
@@ -183,7 +187,6 @@ class ReproScript(unittest.TestCase):
             self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
                           exit_and_stderr(ran))
 
-
     @unittest.skipUnless(TORCH_TEST_OPS and CUDA, "needs the torch bridge and a CUDA device")
     def test_a_gpu_bundles_own_torch_op_is_called_again_on_the_gpu(self):
         with tempfile.TemporaryDirectory() as work:
@@ -196,8 +199,7 @@ class ReproScript(unittest.TestCase):
             self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
             _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
             self.assertEqual((mismatched, total), (0, 192))
-            self.assertIn("torch-op:attnres_test::attn_res_full: prefix bit-exact: True; blocks bit-exact: True; inputs it "
-                          "changed: none; elements changed outside the views: none", ran.stdout, exit_and_stderr(ran))
+            self.assertIn(contract_line("torch-op:attnres_test::attn_res_full"), ran.stdout, exit_and_stderr(ran))
 
             hardcoded = pathlib.Path(work) / "hardcoded"
             result = bundle(hardcoded, str(padded_prefix_case(work)), "--kernel",
@@ -206,9 +208,9 @@ class ReproScript(unittest.TestCase):
             [padding] = [v for v in result["violations"] if v["kind"] == "padding canary overwritten"]
             ran = repro_py(hardcoded, gpu=True)
             self.assertEqual(ran.returncode, 1, ran.stdout + exit_and_stderr(ran))
-            self.assertIn("torch-op:attnres_test::kimi_k3_attn_res_hardcoded: prefix bit-exact: False; blocks bit-exact: "
-                          f"True; inputs it changed: none; elements changed outside the views: prefix {padding['count']}",
-                          ran.stdout, exit_and_stderr(ran))
+            self.assertIn(contract_line("torch-op:attnres_test::kimi_k3_attn_res_hardcoded", False,
+                                        f"prefix {padding['count']}"), ran.stdout, exit_and_stderr(ran))
+
 
 if __name__ == "__main__":
     if importlib.util.find_spec("torch") is None:
