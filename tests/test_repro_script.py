@@ -2,7 +2,8 @@
 and nothing else (no safetensors package, no GPU). Its float64 PyTorch verdict must agree with
 the tool's own, and the bundle's own Python kernel must be called again where it ran (the CPU).
 
-Usage: test_repro_script.py ATTNRES_CHECK SOURCE_DIR HAVE_PYTHON_BRIDGE(0|1) [TORCH_TEST_OPS_LIBRARY]
+Usage: test_repro_script.py ATTNRES_CHECK SOURCE_DIR HAVE_PYTHON_BRIDGE(0|1)
+       [TORCH_TEST_OPS_LIBRARY TORCH_TEST_OPS_STATIC_RUNTIME_LIBRARY]
 Exit 77 (skipped) where torch is not importable.
 """
 import importlib.util
@@ -18,6 +19,8 @@ import unittest
 BINARY, SOURCE = os.path.abspath(sys.argv[1]), pathlib.Path(sys.argv[2]).resolve()
 HAVE_PYTHON_BRIDGE = sys.argv[3] == "1"
 TORCH_TEST_OPS = sys.argv[4] if len(sys.argv) > 4 else ""  # empty where the torch bridge is not built
+# The same ops linked with a static C++ runtime (libstdc++.a), as some toolchains link them.
+TORCH_TEST_OPS_STATIC_RUNTIME = sys.argv[5] if len(sys.argv) > 5 else ""
 # A GPU for repro.py and for the tool's CUDA backend (the device image; never CI).
 CUDA = importlib.util.find_spec("torch") is not None and __import__("torch").cuda.is_available()
 MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides 71, 64, 64 for hidden_size 64"
@@ -147,12 +150,14 @@ class ReproScript(unittest.TestCase):
     def test_a_kernel_that_hangs_is_killed_after_the_timeout(self):
         with tempfile.TemporaryDirectory() as work:
             out = pathlib.Path(work) / "bundle"
+            # The tool's timeout counts the worker's start, whose Python imports torch: seconds on a GPU
+            # machine (2 s killed it there before the call).
             result = bundle(out, str(SOURCE / "cases" / "layouts.json"), "--case", "view-prefix-flat-offset-1",
-                            "--kernel", "python:attnres_python_test:attn_res_hangs", "--timeout", "2")
+                            "--kernel", "python:attnres_python_test:attn_res_hangs", "--timeout", "15")
             self.assertEqual(result["disposition"], "error")  # the tool's worker was killed at its timeout
-            ran = repro_py(out, "--timeout", "2")
+            ran = repro_py(out, "--timeout", "15")  # each child imports torch too
             self.assertEqual(ran.returncode, 1, ran.stdout + exit_and_stderr(ran))
-            self.assertIn("python:attnres_python_test:attn_res_hangs: still running after 2 s (--timeout); killed as a hang",
+            self.assertIn("python:attnres_python_test:attn_res_hangs: still running after 15 s (--timeout); killed as a hang",
                           ran.stdout, exit_and_stderr(ran))
 
     @unittest.skipUnless(TORCH_TEST_OPS, "the torch bridge is not built")
@@ -184,6 +189,20 @@ class ReproScript(unittest.TestCase):
                             "torch-op:attnres_test::kimi_k3_attn_res", *library)
             self.assertEqual(result["disposition"], "unexpected-rejection")
             ran = repro_py(vllm_refuses)
+            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
+                          exit_and_stderr(ran))
+
+    @unittest.skipUnless(TORCH_TEST_OPS_STATIC_RUNTIME, "the torch bridge is not built")
+    def test_an_op_library_with_its_own_static_cxx_runtime_refuses_with_the_whole_message(self):
+        # Its libstdc++ copy, were it exported, would take part of torch's iostream calls: the message's
+        # numbers went missing (torch 1.13) or formatting it crashed (torch 2.11, on the device image).
+        with tempfile.TemporaryDirectory() as work:
+            out = pathlib.Path(work) / "bundle"
+            result = bundle(out, str(padded_prefix_case(work)), "--kernel", "torch-op:attnres_test::kimi_k3_attn_res",
+                            "--torch-library", TORCH_TEST_OPS_STATIC_RUNTIME)
+            self.assertEqual(result["disposition"], "unexpected-rejection")
+            self.assertIn(MESSAGE, (out / "REPORT.md").read_text())
+            ran = repro_py(out)
             self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
                           exit_and_stderr(ran))
 
