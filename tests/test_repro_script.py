@@ -80,6 +80,15 @@ def padded_prefix_case(work, block_write_idx=-1):
 
 
 class ReproScript(unittest.TestCase):
+    def assert_refused_by_tool_and_repro_py(self, out, case_file, spec, *arguments):
+        """Bundles `case_file` on kernel `spec`: the tool's report and repro.py's call each show the
+        kernel refusing with the seed's whole message."""
+        result = bundle(out, str(case_file), "--kernel", spec, *arguments)
+        self.assertEqual(result["disposition"], "unexpected-rejection")
+        self.assertIn(MESSAGE, (out / "REPORT.md").read_text())
+        ran = repro_py(out)
+        self.assertIn(f"{spec} raised RuntimeError: {MESSAGE}", ran.stdout, exit_and_stderr(ran))
+
     def test_the_unguarded_seed_repro_is_judged_as_the_tool_judged_it(self):
         with tempfile.TemporaryDirectory() as work:
             out = pathlib.Path(work) / "bundle"
@@ -126,12 +135,8 @@ class ReproScript(unittest.TestCase):
             self.assertIn(contract_line("python:attnres_python_test:attn_res_eager_hardcoded", False,
                                         f"prefix {padding['count']}"), ran.stdout, exit_and_stderr(ran))
 
-            fixed = pathlib.Path(work) / "fixed"
-            result = bundle(fixed, str(case_file), "--kernel", "python:attnres_python_test:attn_res_eager")
-            self.assertEqual(result["disposition"], "unexpected-rejection")
-            ran = repro_py(fixed)
-            self.assertIn(f"python:attnres_python_test:attn_res_eager raised RuntimeError: {MESSAGE}", ran.stdout,
-                          exit_and_stderr(ran))
+            self.assert_refused_by_tool_and_repro_py(pathlib.Path(work) / "fixed", case_file,
+                                                     "python:attnres_python_test:attn_res_eager")
 
     @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
     def test_a_kernel_that_kills_its_process_costs_only_its_own_line(self):
@@ -184,27 +189,17 @@ class ReproScript(unittest.TestCase):
                           "no block_write_idx)", ran.stdout, exit_and_stderr(ran))
 
             # Without the block write, the fixed op refuses the padded prefix with the seed's message.
-            vllm_refuses = pathlib.Path(work) / "vllm-refuses"
-            result = bundle(vllm_refuses, str(padded_prefix_case(work)), "--kernel",
-                            "torch-op:attnres_test::kimi_k3_attn_res", *library)
-            self.assertEqual(result["disposition"], "unexpected-rejection")
-            ran = repro_py(vllm_refuses)
-            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
-                          exit_and_stderr(ran))
+            self.assert_refused_by_tool_and_repro_py(pathlib.Path(work) / "vllm-refuses", padded_prefix_case(work),
+                                                     "torch-op:attnres_test::kimi_k3_attn_res", *library)
 
     @unittest.skipUnless(TORCH_TEST_OPS_STATIC_RUNTIME, "the torch bridge is not built")
     def test_an_op_library_with_its_own_static_cxx_runtime_refuses_with_the_whole_message(self):
         # Its libstdc++ copy, were it exported, would take part of torch's iostream calls: the message's
         # numbers went missing (torch 1.13) or formatting it crashed (torch 2.11, on the device image).
         with tempfile.TemporaryDirectory() as work:
-            out = pathlib.Path(work) / "bundle"
-            result = bundle(out, str(padded_prefix_case(work)), "--kernel", "torch-op:attnres_test::kimi_k3_attn_res",
-                            "--torch-library", TORCH_TEST_OPS_STATIC_RUNTIME)
-            self.assertEqual(result["disposition"], "unexpected-rejection")
-            self.assertIn(MESSAGE, (out / "REPORT.md").read_text())
-            ran = repro_py(out)
-            self.assertIn(f"torch-op:attnres_test::kimi_k3_attn_res raised RuntimeError: {MESSAGE}", ran.stdout,
-                          exit_and_stderr(ran))
+            self.assert_refused_by_tool_and_repro_py(pathlib.Path(work) / "bundle", padded_prefix_case(work),
+                                                     "torch-op:attnres_test::kimi_k3_attn_res", "--torch-library",
+                                                     TORCH_TEST_OPS_STATIC_RUNTIME)
 
     @unittest.skipUnless(TORCH_TEST_OPS and CUDA, "needs the torch bridge and a CUDA device")
     def test_a_gpu_bundles_own_torch_op_is_called_again_on_the_gpu(self):
