@@ -308,15 +308,16 @@ def main():
         return call_entry(*args.entry)
     case, inputs, meta = load_case()
     tensors = logical_views(inputs, meta)
-    p, blocks_after, ref = reference(case, **tensors)
     for n, t in tensors.items():
         if t is not None:
             print(f"{n}: shape {list(t.shape)} stride {list(t.stride())} {t.dtype}")
-    atol, rtol = case["tolerance"]["atol"], case["tolerance"]["rtol"]
     ok = True
     if os.path.exists(os.path.join(HERE, "outputs.safetensors")):
+        # The reference only where there is a captured output to judge (each entry's child makes its own).
+        p, blocks_after, ref = reference(case, **tensors)
         outputs, out_meta = load("outputs.safetensors")
-        ok = judge("captured kernel output vs PyTorch float64", view(outputs, out_meta, "output"), ref, atol, rtol)
+        ok = judge("captured kernel output vs PyTorch float64", view(outputs, out_meta, "output"), ref,
+                   case["tolerance"]["atol"], case["tolerance"]["rtol"])
         prefix_exact = torch.equal(bits(view(outputs, out_meta, "prefix_after")), bits(p))
         blocks_exact = torch.equal(bits(view(outputs, out_meta, "blocks_after")), bits(blocks_after))
         print(f"prefix bit-exact: {prefix_exact}; blocks bit-exact: {blocks_exact}")
