@@ -243,7 +243,7 @@ def call_entry(spec, style, device, library):
     """Calls one entry point on the case's inputs and judges what it did: 0, or 1 where its output
     or its writes break the contract. Runs in a process of its own (main passes --entry), so that
     a kernel that kills the process or leaves the CUDA context broken costs only its own line."""
-    style = "torch-op" if spec.startswith("torch-op:") else style
+    style = "torch-op" if split_spec(spec)[0] == "torch-op" else style
     function, why_not = resolve(spec, library)
     if function is None:
         print(f"{spec}: skipped ({why_not})")

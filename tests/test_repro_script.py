@@ -89,6 +89,20 @@ class ReproScript(unittest.TestCase):
         ran = repro_py(out)
         self.assertIn(f"{spec} raised RuntimeError: {MESSAGE}", ran.stdout, exit_and_stderr(ran))
 
+    def assert_full_op_passes_in_tool_and_repro_py(self, work, backend="cpu"):
+        """Bundles the padded-prefix case with a block write on attn_res_full (a Tensor? delta, a block
+        write and a returned output, called by name): it passes, and repro.py, calling it again where
+        it ran, agrees on every element and on the rest of the contract."""
+        full = pathlib.Path(work) / "full"
+        result = bundle(full, str(padded_prefix_case(work, block_write_idx=2)), "--kernel",
+                        "torch-op:attnres_test::attn_res_full", "--torch-library", TORCH_TEST_OPS, backend=backend)
+        self.assertEqual(result["disposition"], "passed")  # no guard, and it honours every stride
+        ran = repro_py(full, gpu=backend == "cuda")
+        self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
+        _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
+        self.assertEqual((mismatched, total), (0, 192))
+        self.assertIn(contract_line("torch-op:attnres_test::attn_res_full"), ran.stdout, exit_and_stderr(ran))
+
     def test_the_unguarded_seed_repro_is_judged_as_the_tool_judged_it(self):
         with tempfile.TemporaryDirectory() as work:
             out = pathlib.Path(work) / "bundle"
@@ -169,16 +183,7 @@ class ReproScript(unittest.TestCase):
     def test_the_bundles_own_torch_op_is_called_by_its_schemas_argument_names(self):
         with tempfile.TemporaryDirectory() as work:
             library = ["--torch-library", TORCH_TEST_OPS]
-            # Tensor? delta, a block write and a returned output: called by name, it passes.
-            full = pathlib.Path(work) / "full"
-            result = bundle(full, str(padded_prefix_case(work, block_write_idx=2)), "--kernel",
-                            "torch-op:attnres_test::attn_res_full", *library)
-            self.assertEqual(result["disposition"], "passed")  # no guard, and it honours every stride
-            ran = repro_py(full)
-            _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
-            self.assertEqual((mismatched, total), (0, 192))
-            self.assertIn(contract_line("torch-op:attnres_test::attn_res_full"), ran.stdout, exit_and_stderr(ran))
-            self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
+            self.assert_full_op_passes_in_tool_and_repro_py(work)
 
             # vLLM's schema has no block_write_idx: repro.py says so instead of calling it wrongly.
             vllm_schema = pathlib.Path(work) / "vllm-schema"
@@ -204,20 +209,11 @@ class ReproScript(unittest.TestCase):
     @unittest.skipUnless(TORCH_TEST_OPS and CUDA, "needs the torch bridge and a CUDA device")
     def test_a_gpu_bundles_own_torch_op_is_called_again_on_the_gpu(self):
         with tempfile.TemporaryDirectory() as work:
-            library = ["--torch-library", TORCH_TEST_OPS]
-            full = pathlib.Path(work) / "full"
-            result = bundle(full, str(padded_prefix_case(work, block_write_idx=2)), "--kernel",
-                            "torch-op:attnres_test::attn_res_full", *library, backend="cuda")
-            self.assertEqual(result["disposition"], "passed")
-            ran = repro_py(full, gpu=True)
-            self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
-            _, mismatched, total = verdict_line(ran.stdout, "torch-op:attnres_test::attn_res_full vs PyTorch float64")
-            self.assertEqual((mismatched, total), (0, 192))
-            self.assertIn(contract_line("torch-op:attnres_test::attn_res_full"), ran.stdout, exit_and_stderr(ran))
-
+            self.assert_full_op_passes_in_tool_and_repro_py(work, backend="cuda")
             hardcoded = pathlib.Path(work) / "hardcoded"
             result = bundle(hardcoded, str(padded_prefix_case(work)), "--kernel",
-                            "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", *library, backend="cuda")
+                            "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", "--torch-library", TORCH_TEST_OPS,
+                            backend="cuda")
             self.assertEqual(result["disposition"], "memory-violation")
             [padding] = [v for v in result["violations"] if v["kind"] == "padding canary overwritten"]
             ran = repro_py(hardcoded, gpu=True)
