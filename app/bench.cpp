@@ -261,7 +261,7 @@ struct KernelUnderTest {
 
 CommandOutput bench_command(const BenchArguments& args, const BackendOptions& kernel_options) {
   CommandOutput out;
-  require_writable_reports({args.markdown_path, args.json_path, args.csv_path});
+  require_writable_reports({{"--markdown", args.markdown_path}, {"--json", args.json_path}, {"--csv", args.csv_path}}, {});
   std::string why;
   std::unique_ptr<Backend> backend = make_cuda_backend(why);
   if (!backend) throw std::runtime_error("bench needs a CUDA device: " + why);
@@ -445,13 +445,14 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
     table += "\n" + rule + "\n" + plan_rows;
   }
   out.text = table;
-  if (!args.markdown_path.empty()) write_file_atomically(args.markdown_path, table);
-  if (!args.json_path.empty())
-    write_file_atomically(args.json_path, json{{"schema", "attnres-check/bench"}, {"schema_version", 1}, {"device", device.name},
-                                               {"copy_bandwidth", copy}, {"repeats", args.repeats}, {"points", results}}
-                                                  .dump(2) +
-                                              "\n");
-  if (!args.csv_path.empty()) write_file_atomically(args.csv_path, bench_csv(results));
+  write_report(args.markdown_path, [&] { return table; }, out);
+  write_report(args.json_path, [&] {
+    return json{{"schema", "attnres-check/bench"}, {"schema_version", 1}, {"device", device.name}, {"copy_bandwidth", copy},
+                {"repeats", args.repeats}, {"points", results}}
+               .dump(2) +
+           "\n";
+  }, out);
+  write_report(args.csv_path, [&] { return bench_csv(results); }, out);
   return out;
 }
 

@@ -81,10 +81,21 @@ std::string backend_flags(const BackendOptions& backend) {
   return flags;
 }
 
+// `text` as a fenced code block: markdown shows it verbatim, whatever it holds (a heading, a
+// link, a "How to reproduce" of someone else's), since the fence is longer than any run of
+// backticks inside.
+std::string fenced(const std::string& text) {
+  const std::string safe = printable_lines(text);
+  std::size_t longest = 0, run = 0;
+  for (const char c : safe) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  const std::string fence(std::max<std::size_t>(3, longest + 1), '`');
+  return fmt::format("{}text\n{}\n{}\n", fence, safe, fence);
+}
+
 std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const json& env, const std::string& run_line,
                             const std::string& replay_line, bool kernel_ran, bool error_map) {
   std::string md = fmt::format("# AttnRes: `{}` is {}\n\n", spec.name, to_string(r.disposition));
-  md += fmt::format("{}\n\n", spec.description.empty() ? "(no description in the case)" : spec.description);
+  md += spec.description.empty() ? "(no description in the case)\n\n" : "The case's description:\n\n" + fenced(spec.description) + "\n";
   md += "## What was fed\n\n";
   const AttnResShape& s = spec.shape;
   md += fmt::format("- T={} tokens, H={}, blocks [T, MAXB={}, H] with num_blocks={}, block_write_idx={}\n", s.tokens,
@@ -98,8 +109,8 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += "\n## What came out\n\n";
   md += fmt::format("- verdict: **{}** (expected: {})\n", to_string(r.disposition),
                     spec.expect == Expectation::reject ? "rejection" : "pass");
-  md += fmt::format("- kernel: {} — {}\n", r.kernel, r.dispatch_reason);
-  if (r.rejection) md += fmt::format("- rejected before launch: `{}`\n", *r.rejection);
+  md += fmt::format("- kernel: {} — {}\n", printable(r.kernel), printable(r.dispatch_reason));
+  if (r.rejection) md += "- rejected before launch with this message:\n\n" + fenced(*r.rejection) + "\n";
   if (r.comparison) {
     const Comparison& c = *r.comparison;
     md += fmt::format("- max-abs error {:.6g} at [{}, {}]: kernel {:.6g}, reference ({}) {:.6g}; tolerance |out-ref| <= {:g} + {:g}*|ref|\n",
@@ -115,7 +126,7 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
     md += "- memory-safety violations:\n";
     for (const Violation& v : r.violations) md += fmt::format("  - {}\n", v.to_string());
   }
-  md += fmt::format("\nDetail: {}\n", r.detail);
+  md += "\nDetail:\n\n" + fenced(r.detail);
   md += "\n## Environment\n\n";
   for (auto it = env.begin(); it != env.end(); ++it) md += fmt::format("- {}: {}\n", it.key(), it.value().dump());
   md += "\n## How to reproduce\n\n";
@@ -214,7 +225,7 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
 
   written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py"});
   out.text += fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),
-                          result.detail, dir.string(), fmt::join(written, ", "));
+                          printable(result.detail), printable(dir.string()), fmt::join(written, ", "));
   return result;
 }
 

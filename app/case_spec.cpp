@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <sys/stat.h>
 
@@ -175,7 +177,8 @@ DistributionSpec parse_distribution(const json& value, const std::string& file, 
     for (std::size_t b = 0; b < scales->size(); ++b) {
       const json& scale = (*scales)[b];
       if (!scale.is_number() || !(scale.get<double>() >= 0.0) || !std::isfinite(scale.get<double>()))
-        dist.fail("block_scales", fmt::format("entry {} must be a finite number >= 0, got {}", b, scale.dump()));
+        dist.fail("block_scales", fmt::format("entry {} must be a finite number >= 0, got {}", b,
+                                              scale.is_number() ? fmt::format("{}", scale.get<double>()) : json_type_name(scale)));
       spec.block_scales.push_back(scale.get<double>());
     }
   }
@@ -209,6 +212,53 @@ std::array<DistributionSpec, kInputTensorCount> default_distributions() {
   d[int(InputTensor::output_norm_weight)].std = 0.1;
   d[int(InputTensor::qk_weight)].divide_by_sqrt_hidden = true;
   return d;
+}
+
+// The largest magnitude a distribution draws at hidden size H (the generator's normals are
+// bounded at 2*sqrt(3) std), block scales included.
+double magnitude_bound(const DistributionSpec& d, int hidden) {
+  double bound = 0;
+  switch (d.kind) {
+    case DistributionKind::normal:
+      bound = std::fabs(d.mean) + 3.4641016151377544 * (d.divide_by_sqrt_hidden ? d.std / std::sqrt(double(hidden)) : d.std);
+      break;
+    case DistributionKind::uniform: bound = std::max(std::fabs(d.low), std::fabs(d.high)); break;
+    case DistributionKind::constant: bound = std::fabs(d.value); break;
+  }
+  for (const double scale : d.block_scales) bound = std::max(bound, bound * scale);
+  return bound;
+}
+
+// Kernels accumulate in float32 (as vLLM's and FlashInfer's do): a case whose sums can leave
+// float32's range would make a correct kernel look wrong. Every term that a kernel adds up must
+// fit with a factor of 2 to spare: the sum of squares and the weighted dot of each source (p =
+// prefix + delta, and the blocks), and the normalised output times its weight in bf16.
+void require_float32_range(const CaseSpec& spec, const std::string& file, const std::string& tensors_pointer) {
+  constexpr double kFloat32Max = 3.4028234663852886e38, kBf16Max = 3.3895313892515355e38;
+  const int hidden = spec.shape.hidden;
+  if (hidden <= 0) return;
+  const auto bound = [&](InputTensor t) { return magnitude_bound(spec.distributions[int(t)], hidden); };
+  const double p = bound(InputTensor::prefix) + (spec.shape.has_delta ? bound(InputTensor::delta) : 0.0);
+  const double blocks = bound(InputTensor::blocks);
+  const double source = std::max(p, blocks);
+  const bool delta_largest = spec.shape.has_delta && bound(InputTensor::delta) > bound(InputTensor::prefix);
+  const char* source_name = blocks > p ? "blocks" : delta_largest ? "delta" : "prefix";
+  const double weight = bound(InputTensor::norm_weight) * bound(InputTensor::qk_weight);
+  const double limit = kFloat32Max / 2;
+  const auto fail = [&](const char* tensor, const std::string& why) {
+    throw CaseParseError(CaseLoadError{file, fmt::format("{}/{}/dist", tensors_pointer, tensor),
+                                       why + "; cases stay inside float32's range (docs/cases.md, Value ranges)"});
+  };
+  if (double(hidden) * source * source > limit)
+    fail(source_name, fmt::format("values up to {:g} make a sum of squares over H={} beyond float32's range (needs |v| <= {:.3g})",
+                                  source, hidden, std::sqrt(limit / hidden)));
+  if (double(hidden) * source * weight > limit)
+    fail(weight > 1 ? "qk_weight" : source_name,
+         fmt::format("sources up to {:g} times norm_weight*qk_weight up to {:g} make a dot over H={} beyond float32's range",
+                     source, weight, hidden));
+  if (spec.shape.has_output_norm && bound(InputTensor::output_norm_weight) * std::sqrt(double(hidden)) > kBf16Max)
+    fail("output_norm_weight", fmt::format("values up to {:g} times a normalised output of up to sqrt(H)={:.3g} overflow bf16",
+                                           bound(InputTensor::output_norm_weight), std::sqrt(double(hidden))));
 }
 
 }  // namespace
@@ -409,6 +459,7 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
     }
     t.reject_unknown_keys();
   }
+  require_float32_range(spec, file, r.path("tensors"));
   if (const std::optional<LayoutViolation> violation = layout_violation(spec.shape, spec.strides, kMaxTensorElements)) {
     // Only a stride list makes elements overlap: the shorthands keep rows at least H apart.
     const json* tensors = r.find("tensors");
@@ -445,18 +496,20 @@ CaseSpec parse_case(const json& value, const std::string& file, const std::strin
 void parse_case_text(std::string_view text, const std::string& file, LoadedCases& out) {
   json document;
   try {
-    document = parse_json_strict(text);
+    document = parse_json_strict(text, {kMaxJsonDepth, kMaxCasesPerFile});
   } catch (const JsonInputError& e) {
     out.errors.push_back({file, e.pointer(), e.what()});
     return;
   }
+  std::size_t bad = 0;
   auto parse_one = [&](const json& value, const std::string& pointer) {
     try {
       out.cases.push_back(parse_case(value, file, pointer));
+      return;
     } catch (const CaseParseError& e) {
-      out.errors.push_back(e.error());
+      if (++bad <= kMaxErrorsPerFile) out.errors.push_back(e.error());
     } catch (const std::exception& e) {
-      out.errors.push_back({file, pointer, e.what()});
+      if (++bad <= kMaxErrorsPerFile) out.errors.push_back({file, pointer, e.what()});
     }
   };
   if (document.is_array()) {
@@ -465,12 +518,13 @@ void parse_case_text(std::string_view text, const std::string& file, LoadedCases
   } else {
     parse_one(document, "");
   }
+  if (bad > kMaxErrorsPerFile)
+    out.errors.push_back({file, "", fmt::format("{} more bad entries not listed (the first {} are)", bad - kMaxErrorsPerFile,
+                                                kMaxErrorsPerFile)});
 }
 
 namespace {
 
-// Case files are small; a larger file is refused before it is read into memory.
-constexpr std::uintmax_t kMaxCaseFileBytes = 64u << 20;
 
 // Every failure while reading one file becomes an error naming that file: one bad file never
 // costs the others their results.
@@ -486,16 +540,33 @@ struct DirectoryId {
   std::string path;
 };
 
+struct DirectoryIdHash {
+  std::size_t operator()(const std::pair<dev_t, ino_t>& id) const {
+    return std::hash<std::uint64_t>()(std::uint64_t(id.first) * 0x9E3779B97F4A7C15ull ^ std::uint64_t(id.second));
+  }
+};
+
+// What a walk below the directories given has seen: each real directory is read once, however
+// many symlinks lead to it (a "diamond" of links would otherwise double the work per level).
+struct CaseFileWalk {
+  std::vector<DirectoryId> ancestors;
+  std::unordered_set<std::pair<dev_t, ino_t>, DirectoryIdHash> visited;
+  std::vector<std::string> files;
+  std::vector<CaseLoadError>& errors;
+  std::size_t files_found = 0;  // below every directory given
+  bool too_many = false;
+};
+
 // Adds the *.json files below `dir`. Directory symlinks are followed; one that leads back to
 // a directory being read (a loop), an unreadable directory and an entry that cannot be
-// examined are each an error naming their own path, and the walk goes on.
-void collect_case_files(const std::filesystem::path& dir, std::vector<DirectoryId>& ancestors,
-                        std::vector<std::string>& files, std::vector<CaseLoadError>& errors) {
+// examined are each an error naming their own path, and the walk goes on. A directory already
+// read through another path is not read again.
+void collect_case_files(const std::filesystem::path& dir, CaseFileWalk& walk) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) {
-    errors.push_back({dir.string(), "", "cannot read directory: " + ec.message()});
+    walk.errors.push_back({dir.string(), "", "cannot read directory: " + ec.message()});
     return;
   }
   std::vector<fs::path> entries;
@@ -503,30 +574,40 @@ void collect_case_files(const std::filesystem::path& dir, std::vector<DirectoryI
     if (ec) break;
     entries.push_back(it->path());
   }
-  if (ec) errors.push_back({dir.string(), "", "cannot read directory: " + ec.message()});
+  if (ec) walk.errors.push_back({dir.string(), "", "cannot read directory: " + ec.message()});
   std::sort(entries.begin(), entries.end());
   for (const fs::path& entry : entries) {
+    if (walk.too_many) return;
     const bool is_json = entry.extension() == ".json";
     struct stat status {};
     if (::stat(entry.c_str(), &status) != 0) {
       const int error = errno;
-      if (error == ELOOP) errors.push_back({entry.string(), "", "symlink loop: skipped"});
-      else if (is_json || error != ENOENT) errors.push_back({entry.string(), "", std::string("cannot read: ") + std::strerror(error)});
+      if (error == ELOOP) walk.errors.push_back({entry.string(), "", "symlink loop: skipped"});
+      else if (is_json || error != ENOENT)
+        walk.errors.push_back({entry.string(), "", std::string("cannot read: ") + std::strerror(error)});
       continue;
     }
     if (S_ISDIR(status.st_mode)) {
-      const auto loop = std::find_if(ancestors.begin(), ancestors.end(), [&](const DirectoryId& a) {
+      const auto loop = std::find_if(walk.ancestors.begin(), walk.ancestors.end(), [&](const DirectoryId& a) {
         return a.device == status.st_dev && a.inode == status.st_ino;
       });
-      if (loop != ancestors.end()) {
-        errors.push_back({entry.string(), "", fmt::format("symlink loop: leads back to {}; skipped", loop->path)});
+      if (loop != walk.ancestors.end()) {
+        walk.errors.push_back({entry.string(), "", fmt::format("symlink loop: leads back to {}; skipped", loop->path)});
         continue;
       }
-      ancestors.push_back({status.st_dev, status.st_ino, entry.string()});
-      collect_case_files(entry, ancestors, files, errors);
-      ancestors.pop_back();
+      if (!walk.visited.insert({status.st_dev, status.st_ino}).second) continue;
+      walk.ancestors.push_back({status.st_dev, status.st_ino, entry.string()});
+      collect_case_files(entry, walk);
+      walk.ancestors.pop_back();
     } else if (S_ISREG(status.st_mode) && is_json) {
-      files.push_back(entry.string());
+      if (walk.files_found++ == kMaxCaseFiles) {
+        walk.errors.push_back({entry.string(), "", fmt::format("more than {} case files below the directories given; the "
+                                                               "rest are not read",
+                                                               kMaxCaseFiles)});
+        walk.too_many = true;
+        return;
+      }
+      walk.files.push_back(entry.string());
     }
   }
 }
@@ -536,19 +617,23 @@ void collect_case_files(const std::filesystem::path& dir, std::vector<DirectoryI
 LoadedCases load_cases(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
   LoadedCases out;
+  CaseFileWalk walk{{}, {}, {}, out.errors};
   for (const std::string& path : paths) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
       struct stat status {};
-      std::vector<DirectoryId> ancestors;
-      if (::stat(path.c_str(), &status) == 0) ancestors.push_back({status.st_dev, status.st_ino, path});
-      std::vector<std::string> files;
+      walk.ancestors.clear();
+      if (::stat(path.c_str(), &status) == 0) {
+        if (!walk.visited.insert({status.st_dev, status.st_ino}).second) continue;
+        walk.ancestors.push_back({status.st_dev, status.st_ino, path});
+      }
+      walk.files.clear();
       const std::size_t errors_before = out.errors.size();
-      collect_case_files(path, ancestors, files, out.errors);
-      std::sort(files.begin(), files.end());
-      if (files.empty() && out.errors.size() == errors_before)
+      collect_case_files(path, walk);
+      std::sort(walk.files.begin(), walk.files.end());
+      if (walk.files.empty() && out.errors.size() == errors_before)
         out.errors.push_back({path, "", "directory holds no .json case files"});
-      for (const auto& file : files) load_file(file, out);
+      for (const auto& file : walk.files) load_file(file, out);
     } else if (fs::exists(path, ec)) {
       load_file(path, out);
     } else {
@@ -556,12 +641,13 @@ LoadedCases load_cases(const std::vector<std::string>& paths) {
     }
   }
   // Names identify cases in reports, filters and repro bundles.
+  std::unordered_map<std::string, std::string> first_location;
   std::vector<CaseSpec> unique;
   for (auto& spec : out.cases) {
-    auto twin = std::find_if(unique.begin(), unique.end(), [&](const CaseSpec& u) { return u.name == spec.name; });
-    if (twin != unique.end())
+    const auto [twin, first] = first_location.emplace(spec.name, spec.location());
+    if (!first)
       out.errors.push_back({spec.file, spec.pointer + "/name",
-                            fmt::format("duplicate case name \"{}\" (also at {})", spec.name, twin->location())});
+                            fmt::format("duplicate case name \"{}\" (also at {})", spec.name, twin->second)});
     else
       unique.push_back(std::move(spec));
   }

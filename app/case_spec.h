@@ -2,6 +2,7 @@
 // and the writer used by repro bundles and the shrinker.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +17,12 @@
 namespace attnres {
 
 constexpr int kCaseSchemaVersion = 1;
+
+// What one run reads at most (docs/cases.md): bigger inputs are errors, not slow runs.
+constexpr std::uintmax_t kMaxCaseFileBytes = 16u << 20;
+constexpr std::size_t kMaxCasesPerFile = 10000;
+constexpr std::size_t kMaxErrorsPerFile = 100;  // then one line counts the rest
+constexpr std::size_t kMaxCaseFiles = 10000;     // below the directories given
 
 // The generated inputs, in the order their checksums are reported.
 enum class InputTensor { prefix = 0, delta, blocks, norm_weight, qk_weight, output_norm_weight };

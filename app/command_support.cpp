@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -75,9 +76,9 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<Case
     request.layout_guard = spec.layout_guard;
     const DispatchDecision d = dispatch(device, backend.native_images(), request);
     const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
-    text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, path, d.reason);
+    text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, path, printable(d.reason));
   }
-  for (const CaseLoadError& e : load_errors) text += fmt::format("  bad case: {}\n", e.to_string());
+  for (const CaseLoadError& e : load_errors) text += fmt::format("  bad case: {}\n", printable(e.to_string()));
   return text;
 }
 
@@ -124,31 +125,49 @@ int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<
   return summary.total - summary.met - (allow_not_run ? not_run : 0) == 0 ? kExitOk : kExitUnmet;
 }
 
+void write_report(const std::string& path, const std::function<std::string()>& content, CommandOutput& out) {
+  if (path.empty()) return;
+  try {
+    if (is_standard_output(path)) out.text += content();
+    else write_report_file(path, content());
+  } catch (const std::exception& e) {
+    out.notes += fmt::format("report not written: {}\n", e.what());
+    if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
+  }
+}
+
 void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                    const RunContext& context, const ReportPaths& paths, CommandOutput& out) {
   // The table is already made: a report that fails to write costs only itself.
-  auto write_report = [&](const std::string& path, auto&& content) {
-    if (path.empty()) return;
-    try {
-      write_file_atomically(path, content());
-    } catch (const std::exception& e) {
-      out.notes += fmt::format("report not written: {}\n", e.what());
-      if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
-    }
-  };
-  write_report(paths.json, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; });
-  write_report(paths.junit, [&] { return junit_xml(results, load_errors, context); });
-  write_report(paths.csv, [&] { return results_csv(results); });
-  write_report(paths.html, [&] { return html_page(results, load_errors, context); });
+  write_report(paths.json, [&] { return dump_json(report_json(results, load_errors, context), 2) + "\n"; }, out);
+  write_report(paths.junit, [&] { return junit_xml(results, load_errors, context); }, out);
+  write_report(paths.csv, [&] { return results_csv(results, load_errors); }, out);
+  write_report(paths.html, [&] { return html_page(results, load_errors, context); }, out);
 }
 
-void require_writable_reports(const std::vector<std::string>& paths) {
-  for (const std::string& path : paths) {
+std::vector<NamedPath> case_file_inputs(const LoadedCases& loaded) {
+  std::vector<NamedPath> inputs;
+  std::unordered_set<std::string> seen;
+  auto add = [&](const std::string& file) {
+    if (!file.empty() && seen.insert(file).second) inputs.emplace_back("case file", file);
+  };
+  for (const CaseSpec& spec : loaded.cases) add(spec.file);
+  for (const CaseLoadError& e : loaded.errors) add(e.file);
+  return inputs;
+}
+
+void require_writable_reports(const std::vector<NamedPath>& reports, const std::vector<NamedPath>& inputs) {
+  try {
+    require_distinct_files(reports, inputs);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  for (const auto& [option, path] : reports) {
     if (path.empty()) continue;
     try {
       require_writable(path);
     } catch (const std::runtime_error& e) {
-      throw UsageError(fmt::format("report {}", e.what()));
+      throw UsageError(fmt::format("{}: report {}", option, e.what()));
     }
   }
 }

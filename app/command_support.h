@@ -9,6 +9,7 @@
 
 #include "app/backend.h"
 #include "app/cli.h"
+#include "app/file_output.h"
 #include "app/report.h"
 #include "app/runner.h"
 
@@ -42,16 +43,29 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string
 int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       bool allow_not_run);
 
-// Writes the JSON, JUnit and CSV reports where a path is given; one that fails to write is a note
-// and turns an exit code of 0 into kExitUnmet.
+// Writes one report where a path is given ("-": into the command's standard output); one that
+// fails to write is a note and turns an exit code of 0 into kExitUnmet.
+void write_report(const std::string& path, const std::function<std::string()>& content, CommandOutput& out);
+
+// write_report for the JSON, JUnit, CSV and HTML reports.
 struct ReportPaths {
   std::string json, junit, csv, html;  // empty: not written
+  operator std::vector<NamedPath>() const { return {{"--json", json}, {"--junit", junit}, {"--csv", csv}, {"--html", html}}; }
 };
+template <typename Arguments>
+ReportPaths report_paths(const Arguments& args) {
+  return {args.json_path, args.junit_path, args.csv_path, args.html_path};
+}
+// The files a run read its cases from (each loaded case's and each bad entry's), as inputs that
+// no report may overwrite.
+std::vector<NamedPath> case_file_inputs(const LoadedCases& loaded);
 void write_reports(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                    const RunContext& context, const ReportPaths& paths, CommandOutput& out);
 
-// Refuses (UsageError naming it) a report path that cannot be written, before anything runs.
-void require_writable_reports(const std::vector<std::string>& paths);
+// Refuses (UsageError naming it) a report path that cannot be written, two reports given one
+// file, and a report given the file of one of the run's inputs, before anything runs. Each is an
+// (option, path) pair; "-" is standard output, which write_reports adds to the command's text.
+void require_writable_reports(const std::vector<NamedPath>& reports, const std::vector<NamedPath>& inputs);
 
 // What every case of a command runs with: the memory budget, --kernel, and the layout guard.
 RunOptions case_run_options(const Invocation& invocation, bool no_layout_guard);

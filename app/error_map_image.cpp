@@ -1,15 +1,15 @@
 #include "app/error_map_image.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <csetjmp>
-#include <cstdio>
-#include <cstring>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "app/file_output.h"
 
 #ifdef ATTNRES_HAVE_PNG
 #include <png.h>
@@ -56,7 +56,15 @@ std::vector<std::uint8_t> pixels(const ErrorMap& map, int cell_width, int cell_h
 void png_fail(png_structp png, png_const_charp) { png_longjmp(png, 1); }
 void png_ignore_warning(png_structp, png_const_charp) {}
 
-const char* encode_png(std::FILE* file, int width, int height, const std::uint8_t* rgb) {
+// libpng's output: the encoded bytes, gathered in memory and written through AtomicFile.
+void append_png_bytes(png_structp png, png_bytep data, png_size_t length) {
+  auto* bytes = static_cast<std::string*>(png_get_io_ptr(png));
+  bytes->append(reinterpret_cast<const char*>(data), length);
+}
+
+void flush_nothing(png_structp) {}
+
+const char* encode_png(std::string& bytes, int width, int height, const std::uint8_t* rgb) {
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, png_fail, png_ignore_warning);
   if (!png) return "libpng could not start";
   png_infop info = png_create_info_struct(png);
@@ -68,7 +76,7 @@ const char* encode_png(std::FILE* file, int width, int height, const std::uint8_
     png_destroy_write_struct(&png, &info);
     return "libpng failed while writing it";
   }
-  png_init_io(png, file);
+  png_set_write_fn(png, &bytes, append_png_bytes, flush_nothing);
   png_set_IHDR(png, info, png_uint_32(width), png_uint_32(height), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
@@ -124,12 +132,10 @@ void write_error_map_png(const std::string& path, const ErrorMap& map) {
   const int cell_width = int(std::max<std::int64_t>(4, 1024 / std::max<std::int64_t>(map.columns, 1)));
   const int cell_height = int(std::max<std::int64_t>(4, 512 / std::max<std::int64_t>(map.rows, 1)));
   const std::vector<std::uint8_t> rgb = pixels(map, cell_width, cell_height);
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (!file) throw std::runtime_error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  const char* failure = encode_png(file, int(map.columns) * cell_width, int(map.rows) * cell_height, rgb.data());
-  const bool closed = std::fclose(file) == 0;
-  if (failure) throw std::runtime_error(fmt::format("{}: {}", path, failure));
-  if (!closed) throw std::runtime_error(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  std::string bytes;
+  if (const char* failure = encode_png(bytes, int(map.columns) * cell_width, int(map.rows) * cell_height, rgb.data()))
+    throw std::runtime_error(fmt::format("{}: {}", path, failure));
+  write_file_atomically(path, bytes);
 #else
   throw std::runtime_error(fmt::format("{}: this build writes no PNG (libpng was not found)", path));
 #endif

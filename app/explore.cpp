@@ -118,9 +118,9 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
     ++kernels[result.kernel];
     if (outcome != TrialOutcome::finding) continue;
     out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides {})\n  {}\n",
-                            i, to_string(result.disposition), result.kernel, spec.shape.tokens, spec.shape.hidden,
+                            i, to_string(result.disposition), printable(result.kernel), spec.shape.tokens, spec.shape.hidden,
                             spec.shape.num_blocks, spec.shape.max_blocks, describe_strides(spec.shape, spec.strides),
-                            result.detail);
+                            printable(result.detail));
     const ShrinkOutcome shrunk = shrink_case(spec, *runner, "");
     out.text += shrunk.log;
     const std::filesystem::path dir = args.out_dir.empty() ? "explore-" + spec.name : args.out_dir;

@@ -1,27 +1,25 @@
 #include "app/json_io.h"
 
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "app/file_input.h"
 
 namespace attnres {
 
 using nlohmann::json;
 
 BoundedFile read_bounded_file(const std::string& path, std::uintmax_t max_bytes, const char* kind) {
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return {"", "cannot read file: " + ec.message()};
-  if (size > max_bytes) return {"", fmt::format("{} bytes; {} are limited to {} bytes", size, kind, max_bytes)};
-  std::ifstream stream(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
-  if (!stream && !stream.eof()) return {"", "cannot read file"};
-  return {std::move(text), ""};
+  try {
+    RegularFile file(path);
+    if (file.size() > max_bytes) return {"", fmt::format("{} bytes; {} are limited to {} bytes", file.size(), kind, max_bytes)};
+    return {file.read_all(), ""};
+  } catch (const std::runtime_error& e) {
+    return {"", e.what()};
+  }
 }
 
 std::string escape_pointer_token(std::string_view key) {
@@ -53,18 +51,27 @@ std::string pointer_of(const std::vector<Frame>& frames, const std::string& last
 
 }  // namespace
 
-json parse_json_strict(std::string_view text) {
+json parse_json_strict(std::string_view text, const JsonLimits& limits) {
   std::vector<Frame> frames;
   auto element_done = [&] {
-    if (!frames.empty() && frames.back().array) ++frames.back().index;
+    if (frames.empty() || !frames.back().array) return;
+    if (frames.size() == 1 && std::size_t(frames.back().index) >= limits.max_top_level_items)
+      throw JsonInputError("", fmt::format("a list of more than {} entries", limits.max_top_level_items));
+    ++frames.back().index;
+  };
+  auto open = [&](bool array) {
+    if (int(frames.size()) >= limits.max_depth) {
+      std::string pointer;
+      for (const Frame& f : frames) pointer += "/" + (f.array ? std::to_string(f.index) : escape_pointer_token(f.key));
+      throw JsonInputError(pointer, fmt::format("nested deeper than {} levels", limits.max_depth));
+    }
+    frames.emplace_back();
+    frames.back().array = array;
   };
   const json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
     switch (event) {
-      case json::parse_event_t::object_start: frames.push_back(Frame{}); break;
-      case json::parse_event_t::array_start:
-        frames.emplace_back();
-        frames.back().array = true;
-        break;
+      case json::parse_event_t::object_start: open(false); break;
+      case json::parse_event_t::array_start: open(true); break;
       case json::parse_event_t::key: {
         Frame& top = frames.back();
         top.key = parsed.get<std::string>();
@@ -130,18 +137,53 @@ std::string valid_utf8(std::string_view text) {
 
 namespace {
 
-std::string escape_controls(std::string_view text, bool in_quotes) {
+// The length of a character that rewrites or hides what a terminal or editor shows, at `at` of
+// valid UTF-8 (0: none): C1 controls (U+0080..U+009F), and the invisible formatting characters
+// that reorder or hide text (bidirectional overrides and isolates, marks, zero-width ones).
+std::size_t hidden_control_length(std::string_view text, std::size_t at) {
+  const auto byte = [&](std::size_t k) { return at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0u; };
+  if (byte(0) == 0xC2 && byte(1) >= 0x80 && byte(1) <= 0x9F) return 2;
+  if (byte(0) == 0xD8 && byte(1) == 0x9C) return 2;  // U+061C arabic letter mark
+  if (byte(0) == 0xE2 && byte(1) == 0x80 && ((byte(2) >= 0x8B && byte(2) <= 0x8F) || (byte(2) >= 0xA8 && byte(2) <= 0xAE)))
+    return 3;  // U+200B..U+200F, U+2028..U+202E
+  if (byte(0) == 0xE2 && byte(1) == 0x81 && byte(2) >= 0xA0 && byte(2) <= 0xAF) return 3;  // U+2060..U+206F
+  if (byte(0) == 0xEF && byte(1) == 0xBB && byte(2) == 0xBF) return 3;                      // U+FEFF
+  return 0;
+}
+
+std::uint32_t code_point(std::string_view text, std::size_t at, std::size_t length) {
+  std::uint32_t code = static_cast<unsigned char>(text[at]) & (length == 2 ? 0x1F : 0x0F);
+  for (std::size_t k = 1; k < length; ++k) code = (code << 6) | (static_cast<unsigned char>(text[at + k]) & 0x3F);
+  return code;
+}
+
+// The tool's own colours (SGR reset, dim, red, green, yellow): the only escape sequences that
+// terminal_text lets through.
+std::size_t own_colour_length(std::string_view text, std::size_t at) {
+  for (const std::string_view colour : {"\033[0m", "\033[2m", "\033[31m", "\033[32m", "\033[33m"})
+    if (text.substr(at, colour.size()) == colour) return colour.size();
+  return 0;
+}
+
+enum class Keep { nothing, line_breaks, line_breaks_and_colours };
+
+std::string escape_controls(std::string_view text, bool in_quotes, Keep keep) {
   const std::string valid = valid_utf8(text);
   std::string out;
   out.reserve(valid.size() + 2);
   for (std::size_t i = 0; i < valid.size(); ++i) {
     const auto byte = static_cast<unsigned char>(valid[i]);
-    // A C1 control is U+0080..U+009F, in UTF-8 0xC2 0x80..0x9F.
-    const bool c1 = byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) <= 0x9F;
-    const bool keep_whitespace = !in_quotes && (byte == '\n' || byte == '\t');
-    if (c1) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
-    } else if ((byte < 0x20 || byte == 0x7F) && !keep_whitespace) {
+    if (keep == Keep::line_breaks_and_colours) {
+      if (const std::size_t length = own_colour_length(valid, i)) {
+        out.append(valid, i, length);
+        i += length - 1;
+        continue;
+      }
+    }
+    if (const std::size_t length = hidden_control_length(valid, i)) {
+      out += fmt::format("\\u{:04x}", code_point(valid, i, length));
+      i += length - 1;
+    } else if ((byte < 0x20 || byte == 0x7F) && !(keep != Keep::nothing && (byte == '\n' || byte == '\t'))) {
       if (in_quotes && byte == '\n') out += "\\n";
       else if (in_quotes && byte == '\t') out += "\\t";
       else out += fmt::format("\\u{:04x}", byte);
@@ -157,8 +199,12 @@ std::string escape_controls(std::string_view text, bool in_quotes) {
 
 }  // namespace
 
-std::string printable(std::string_view text) { return escape_controls(text, false); }
+std::string printable(std::string_view text) { return escape_controls(text, false, Keep::nothing); }
 
-std::string quoted_literal(std::string_view text) { return "\"" + escape_controls(text, true) + "\""; }
+std::string printable_lines(std::string_view text) { return escape_controls(text, false, Keep::line_breaks); }
+
+std::string terminal_text(std::string_view text) { return escape_controls(text, false, Keep::line_breaks_and_colours); }
+
+std::string quoted_literal(std::string_view text) { return "\"" + escape_controls(text, true, Keep::nothing) + "\""; }
 
 }  // namespace attnres

@@ -9,12 +9,17 @@
 #include "app/case_spec.h"
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/interrupt.h"
 #include "app/json_io.h"
 
 namespace {
 
 // Length-counted: a message holds whatever bytes it holds, and a NUL must not end the output.
-void write_out(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+// Every byte passes the one sanitiser: no escape sequence of someone else's reaches the terminal.
+void write_out(const std::string& text) {
+  const std::string safe = attnres::terminal_text(text);
+  std::fwrite(safe.data(), 1, safe.size(), stdout);
+}
 
 void print_notes(const std::string& notes) {
   std::size_t start = 0;
@@ -36,12 +41,13 @@ int main(int argc, char** argv) {
       write_out(invocation.help);
       return kExitOk;
     }
+    install_interrupt_handlers();
     invocation.color = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
     const bool live_progress = isatty(STDERR_FILENO);
     Progress progress;
     if (live_progress)
       progress = [](int index, int total, const std::string& name) {
-        std::fprintf(stderr, "\r\033[K[%d/%d] %s", index + 1, total, name.c_str());
+        std::fprintf(stderr, "\r\033[K[%d/%d] %s", index + 1, total, printable(name).c_str());
         std::fflush(stderr);
       };
     // Each case's rows as soon as it is judged, the progress line cleared first.
@@ -56,13 +62,13 @@ int main(int argc, char** argv) {
     write_out(output.text);
     return output.exit_code;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "attnres-check: %s\n", printable(e.what()).c_str());
+    std::fprintf(stderr, "attnres-check: %s\n", printable_lines(e.what()).c_str());
     return kExitBadInput;
   } catch (const CaseParseError& e) {
-    std::fprintf(stderr, "attnres-check: %s\n", printable(e.what()).c_str());
+    std::fprintf(stderr, "attnres-check: %s\n", printable_lines(e.what()).c_str());
     return kExitBadInput;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attnres-check: %s\n", printable(e.what()).c_str());
+    std::fprintf(stderr, "attnres-check: %s\n", printable_lines(e.what()).c_str());
     return kExitUnmet;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -87,15 +88,21 @@ void check_shards(std::vector<Part>& parts) {
 }
 
 // Values in first-seen order, without repeats.
-void add_distinct(std::vector<std::string>& values, const std::string& value) {
-  if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
-}
+struct DistinctValues {
+  std::vector<std::string> values;
+  std::unordered_set<std::string> seen;
+  void add(const std::string& value) {
+    if (seen.insert(value).second) values.push_back(value);
+  }
+};
 
 }  // namespace
 
 CommandOutput merge_command(const Invocation& inv) {
   CommandOutput out;
-  require_writable_reports({inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path, inv.merge.html_path});
+  std::vector<NamedPath> inputs;
+  for (const std::string& path : inv.merge.reports) inputs.emplace_back("report given to merge", path);
+  require_writable_reports(report_paths(inv.merge), inputs);
   std::vector<Part> parts;
   for (const std::string& path : inv.merge.reports) parts.push_back(read_part(path));
   const auto sharded = std::count_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards > 0; });
@@ -120,30 +127,33 @@ CommandOutput merge_command(const Invocation& inv) {
 
   // Every shard loaded the same case files: a bad entry is reported once.
   std::vector<CaseLoadError> load_errors;
-  std::vector<std::string> backends, devices, hosts, roots;
+  std::unordered_set<std::string> seen_errors;
+  DistinctValues backends, devices, hosts, roots;
   for (const Part& p : parts) {
     for (const CaseLoadError& e : p.report.load_errors)
-      if (std::none_of(load_errors.begin(), load_errors.end(), [&](const CaseLoadError& seen) {
-            return seen.file == e.file && seen.pointer == e.pointer && seen.message == e.message;
-          }))
-        load_errors.push_back(e);
-    add_distinct(backends, p.report.context.backend);
-    add_distinct(devices, p.report.context.device);
-    add_distinct(hosts, p.report.context.hostname);
-    for (const std::string& root : p.report.context.case_roots) add_distinct(roots, root);
+      if (seen_errors.insert(e.file + '\0' + e.pointer + '\0' + e.message).second) load_errors.push_back(e);
+    backends.add(p.report.context.backend);
+    devices.add(p.report.context.device);
+    hosts.add(p.report.context.hostname);
+    for (const std::string& root : p.report.context.case_roots) roots.add(root);
   }
   RunContext context = parts.front().report.context;
-  context.backend = fmt::format("{}", fmt::join(backends, "; "));
-  context.device = fmt::format("{}", fmt::join(devices, "; "));
-  context.hostname = fmt::format("{}", fmt::join(hosts, "; "));
-  context.case_roots = roots;
+  context.backend = fmt::format("{}", fmt::join(backends.values, "; "));
+  context.device = fmt::format("{}", fmt::join(devices.values, "; "));
+  context.hostname = fmt::format("{}", fmt::join(hosts.values, "; "));
+  context.case_roots = roots.values;
   context.command_line = inv.command_line;
   context.shard.clear();
 
+  if (results.empty() && load_errors.empty()) {
+    out.notes += "the reports hold no case: nothing was judged\n";
+    out.exit_code = kExitNoCases;
+    return out;
+  }
   out.text = format_table(results, load_errors, context, TableStyle{inv.color, false, inv.merge.verbosity});
-  for (const CaseLoadError& e : load_errors) out.notes += e.to_string() + "\n";
+  for (const CaseLoadError& e : load_errors) out.notes += printable(e.to_string()) + "\n";
   out.exit_code = verdict_exit_code(results, load_errors, inv.merge.allow_not_run);
-  write_reports(results, load_errors, context, {inv.merge.json_path, inv.merge.junit_path, inv.merge.csv_path, inv.merge.html_path}, out);
+  write_reports(results, load_errors, context, report_paths(inv.merge), out);
   return out;
 }
 

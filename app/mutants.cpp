@@ -113,9 +113,9 @@ CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
       for (const MutationInfo& m : mutations()) known += (known.empty() ? "" : ", ") + std::string(m.name);
       throw UsageError(fmt::format("--only: unknown mutant \"{}\" (known: {})", name, known));
     }
-  require_writable_reports({args.json_path});
   LoadedCases loaded = load_cases(args.paths);
-  for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";
+  require_writable_reports({{"--json", args.json_path}}, case_file_inputs(loaded));
+  for (const CaseLoadError& e : loaded.errors) out.notes += printable(e.to_string()) + "\n";
   RunArguments selection;
   selection.filters = args.filters;
   const std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), selection);
@@ -130,14 +130,7 @@ CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
   const RunOptions options = case_run_options(inv, false);
   const MutationScore score = score_mutants(cases, *backend, options, args.only, progress);
   out.text = mutation_score_text(score);
-  if (!args.json_path.empty()) {
-    try {
-      write_file_atomically(args.json_path, dump_json(mutation_score_json(score), 2) + "\n");
-    } catch (const std::exception& e) {
-      out.notes += fmt::format("report not written: {}\n", e.what());
-      out.exit_code = kExitUnmet;
-    }
-  }
+  write_report(args.json_path, [&] { return dump_json(mutation_score_json(score), 2) + "\n"; }, out);
   if (!loaded.errors.empty()) out.exit_code = kExitBadInput;
   else if (score.percent() < args.fail_under) {
     out.notes += fmt::format("mutation score {:.0f}% is under --fail-under {:g}%\n", score.percent(), args.fail_under);

@@ -62,8 +62,9 @@ void fit_columns(TableStyle& style, const std::vector<std::string>& case_names,
 
 std::string table_header(const RunContext& context, const TableStyle& style) {
   // A merged run's context comes from report files: printable, like every field from a file.
-  return printable(fmt::format("backend {}, device {}, native images in build: {}, kernel: {}\n", context.backend,
+  return printable(fmt::format("backend {}, device {}, native images in build: {}, kernel: {}", context.backend,
                                context.device, fmt::join(context.native_images, ", "), context.kernel)) +
+         "\n" +
          fmt::format("{:<21} {:<{}} {:<{}} {:>10} {:>14}\n", "verdict", "case", style.case_width, "kernel",
                      style.kernel_width, "max-abs", "mismatched");
 }
@@ -159,7 +160,7 @@ json report_json(const std::vector<CaseResult>& results, const std::vector<CaseL
   return j;
 }
 
-std::string results_csv(const std::vector<CaseResult>& results) {
+std::string results_csv(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
   std::string csv = csv_row({"name", "disposition", "meets_expectation", "kernel", "backend", "device", "seed", "reference",
                              "max_abs_error", "worst_t", "worst_h", "mismatched", "total", "nan_count", "inf_count",
                              "prefix_mismatches", "blocks_mismatches", "damaged_elements", "seconds", "detail"});
@@ -182,6 +183,13 @@ std::string results_csv(const std::vector<CaseResult>& results) {
     row.push_back(r.detail);
     csv += csv_row(row);
   }
+  // A bad case-file entry is a row too, as in the JSON and JUnit reports: named by where it is.
+  for (const CaseLoadError& e : load_errors) {
+    std::vector<std::string> row{e.pointer.empty() ? e.file : e.file + "#" + e.pointer, "bad-case", "false"};
+    row.insert(row.end(), 16, "");
+    row.push_back(e.message);
+    csv += csv_row(row);
+  }
   return csv;
 }
 
@@ -192,9 +200,7 @@ LoadedReport report_from_json(const json& j) {
     if (!j.is_object() || j.value("schema", "") != "attnres-check/report")
       throw std::invalid_argument("not an attnres-check report (no \"schema\": \"attnres-check/report\")");
     at = "/schema_version";
-    if (j.at("schema_version").get<int>() > kReportSchemaVersion)
-      throw std::invalid_argument(fmt::format("schema_version {} is newer than this tool's ({})", j.at("schema_version").get<int>(),
-                                              kReportSchemaVersion));
+    schema_version_of(j.at("schema_version"), kReportSchemaVersion);
     LoadedReport report;
     RunContext& c = report.context;
     for (auto [field, value] : {std::pair{"backend", &c.backend}, {"device", &c.device}, {"command_line", &c.command_line},

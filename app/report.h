@@ -59,8 +59,10 @@ LoadedReport report_from_json(const nlohmann::json& report);
 
 // One row per case (RFC 4180): name, disposition, meets_expectation, kernel, backend, device,
 // seed, reference, max_abs_error, worst_t, worst_h, mismatched, total, nan_count, inf_count,
-// prefix_mismatches, blocks_mismatches, damaged_elements (the violations' counts), seconds, detail.
-std::string results_csv(const std::vector<CaseResult>& results);
+// prefix_mismatches, blocks_mismatches, damaged_elements (the violations' counts), seconds, detail;
+// then one per bad case-file entry (name file#pointer, disposition bad-case, detail its message).
+// A text cell that a spreadsheet would read as a formula starts with '.
+std::string results_csv(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors);
 
 // One self-contained HTML page (no scripts, fonts or other files): the summary, every case in a
 // table, and under it each case that did not meet its expectation with its message and, where

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "app/json_io.h"
 #include "kernels/problem.h"
 
 namespace attnres {
@@ -24,7 +27,9 @@ double number_from_json(const json& value) {
   if (value == "NaN") return std::numeric_limits<double>::quiet_NaN();
   if (value == "Infinity") return INFINITY;
   if (value == "-Infinity") return -INFINITY;
-  throw std::invalid_argument("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", got " + value.dump());
+  // Never the value itself: it may be a document's whole sub-tree.
+  throw std::invalid_argument(std::string("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", got ") +
+                              (value.is_string() ? quoted_literal(value.get<std::string>().substr(0, 40)) : value.type_name()));
 }
 
 json result_json(const CaseResult& r) {
@@ -89,11 +94,46 @@ json result_json(const CaseResult& r) {
   return j;
 }
 
+namespace {
+
+// Numbers read strictly: an integer field holds an integer literal in range (1e300, 2.5 and -1
+// are errors, never a silent conversion).
+std::int64_t integer_in(const json& value, const std::string& field, std::int64_t low, std::int64_t high) {
+  std::optional<std::int64_t> got;
+  if (value.is_number_unsigned()) {
+    if (value.get<std::uint64_t>() <= std::uint64_t(INT64_MAX)) got = std::int64_t(value.get<std::uint64_t>());
+  } else if (value.is_number_integer()) {
+    got = value.get<std::int64_t>();
+  }
+  if (!got || *got < low || *got > high)
+    throw std::invalid_argument(fmt::format("{}: must be an integer in [{}, {}, got {}", field, low,
+                                            high == INT64_MAX ? "2^63)" : std::to_string(high) + "]",
+                                            value.is_number() ? value.dump() : value.type_name()));
+  return *got;
+}
+
+std::int64_t count_of(const json& value, const std::string& field) { return integer_in(value, field, 0, INT64_MAX); }
+// An index that is -1 where there is none.
+std::int64_t index_of(const json& value, const std::string& field) { return integer_in(value, field, -1, INT64_MAX); }
+
+}  // namespace
+
+int schema_version_of(const json& value, int newest) {
+  const bool newer = value.is_number_unsigned() ? value.get<std::uint64_t>() > std::uint64_t(newest)
+                                                : value.is_number_integer() && value.get<std::int64_t>() > newest;
+  if (newer) throw std::invalid_argument(fmt::format("schema_version {} is newer than this tool's ({})", value.dump(), newest));
+  return int(integer_in(value, "schema_version", 1, newest));
+}
+
 CaseResult result_from_json(const json& j) {
   CaseResult r;
   r.name = j.at("name").get<std::string>();
   r.location = j.at("location").get<std::string>();
-  r.seed = j.at("seed").get<std::uint64_t>();
+  const json& seed = j.at("seed");
+  if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<std::int64_t>() >= 0))
+    throw std::invalid_argument(fmt::format("seed: must be an integer in [0, 2^64), got {}",
+                                            seed.is_number() ? seed.dump() : seed.type_name()));
+  r.seed = seed.get<std::uint64_t>();
   const std::string disposition = j.at("disposition").get<std::string>();
   const std::optional<Disposition> parsed = parse_disposition(disposition);
   if (!parsed) throw std::invalid_argument("unknown disposition \"" + disposition + "\"");
@@ -117,32 +157,33 @@ CaseResult result_from_json(const json& j) {
     out.rtol = c.at("rtol").get<double>();
     out.max_abs_error = number_from_json(c.at("max_abs_error"));
     out.max_rel_error = number_from_json(c.at("max_rel_error"));
-    out.worst_token = c.at("worst_index").at(0).get<std::int64_t>();
-    out.worst_column = c.at("worst_index").at(1).get<std::int64_t>();
+    out.worst_token = index_of(c.at("worst_index").at(0), "comparison/worst_index/0");
+    out.worst_column = index_of(c.at("worst_index").at(1), "comparison/worst_index/1");
     out.worst_value = number_from_json(c.at("worst_value"));
     out.worst_reference = number_from_json(c.at("worst_reference"));
-    out.mismatched = c.at("mismatched").get<std::int64_t>();
-    out.total = c.at("total").get<std::int64_t>();
-    out.nan_count = c.at("nan_count").get<std::int64_t>();
-    out.inf_count = c.at("inf_count").get<std::int64_t>();
-    out.prefix_mismatches = c.at("prefix_mismatches").get<std::int64_t>();
+    out.mismatched = count_of(c.at("mismatched"), "comparison/mismatched");
+    out.total = count_of(c.at("total"), "comparison/total");
+    out.nan_count = count_of(c.at("nan_count"), "comparison/nan_count");
+    out.inf_count = count_of(c.at("inf_count"), "comparison/inf_count");
+    out.prefix_mismatches = count_of(c.at("prefix_mismatches"), "comparison/prefix_mismatches");
     out.first_prefix_mismatch = c.at("first_prefix_mismatch").get<std::string>();
-    out.blocks_mismatches = c.at("blocks_mismatches").get<std::int64_t>();
+    out.blocks_mismatches = count_of(c.at("blocks_mismatches"), "comparison/blocks_mismatches");
     out.first_blocks_mismatch = c.at("first_blocks_mismatch").get<std::string>();
   }
   for (const json& v : j.at("violations"))
-    r.violations.push_back({v.at("tensor").get<std::string>(), v.at("kind").get<std::string>(), v.at("row").get<std::int64_t>(),
-                            v.at("col").get<std::int64_t>(), v.at("count").get<std::int64_t>()});
+    r.violations.push_back({v.at("tensor").get<std::string>(), v.at("kind").get<std::string>(),
+                            index_of(v.at("row"), "violations/row"), index_of(v.at("col"), "violations/col"),
+                            count_of(v.at("count"), "violations/count")});
   for (const auto& [name, sum] : j.at("input_checksums").items()) r.input_checksums.emplace_back(name, sum.get<std::string>());
   // Reports written before error maps have none.
   if (const auto map = j.find("error_map"); map != j.end() && !map->is_null()) {
     ErrorMap& out = r.error_map.emplace();
-    out.rows = map->at("rows").get<std::int64_t>();
-    out.columns = map->at("columns").get<std::int64_t>();
-    out.tokens = map->at("tokens").get<std::int64_t>();
-    out.hidden = map->at("hidden").get<std::int64_t>();
+    out.rows = count_of(map->at("rows"), "error_map/rows");
+    out.columns = count_of(map->at("columns"), "error_map/columns");
+    out.tokens = count_of(map->at("tokens"), "error_map/tokens");
+    out.hidden = count_of(map->at("hidden"), "error_map/hidden");
     for (const json& e : map->at("max_error")) out.max_error.push_back(number_from_json(e));
-    out.mismatched = map->at("mismatched").get<std::vector<std::int64_t>>();
+    for (const json& m : map->at("mismatched")) out.mismatched.push_back(count_of(m, "error_map/mismatched"));
     // A report given to merge may come from anywhere: the map must have the shape this tool
     // gives a [tokens, hidden] output (empty_error_map) before anything walks its cells.
     const bool sizes_in_range = out.tokens >= 0 && out.tokens <= kMaxTokens && out.hidden >= 0 && out.hidden <= kMaxHidden;

@@ -18,4 +18,8 @@ nlohmann::json result_json(const CaseResult& result);
 // document result_json did not write.
 CaseResult result_from_json(const nlohmann::json& value);
 
+// A document's schema_version: an integer from 1 to `newest` (std::invalid_argument otherwise,
+// saying when it is newer than this tool).
+int schema_version_of(const nlohmann::json& value, int newest);
+
 }  // namespace attnres

@@ -10,6 +10,8 @@
 
 #include "app/case_spec.h"
 #include "app/file_output.h"
+#include "app/interrupt.h"
+#include "app/json_io.h"
 #include "app/plugin_kernel.h"
 #include "app/report.h"
 #include "app/runner.h"
@@ -99,9 +101,11 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   std::optional<Disposition> interesting;
   if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
     throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
-  // A report that cannot be written is found before any case runs.
-  require_writable_reports({inv.run.json_path, inv.run.junit_path, inv.run.csv_path, inv.run.html_path});
   LoadedCases loaded = load_cases(inv.run.paths);
+  // A report that cannot be written, or would overwrite an input, is found before any case runs.
+  std::vector<NamedPath> input_files = case_file_inputs(loaded);
+  input_files.emplace_back("--inputs file", inv.run.inputs);
+  require_writable_reports(report_paths(inv.run), input_files);
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), inv.run);
   const bool none_matched = selected.empty() && !(inv.run.filters.empty() && inv.run.shard.empty());
@@ -185,15 +189,29 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   } else {
     std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
     context = run_context(inv, backend->name(), describe_device(backend->device()));
-    for (std::size_t i = 0; i < cases.size(); ++i) {
+    for (std::size_t i = 0; i < cases.size() && !interrupt_signal(); ++i) {
       if (progress) progress(int(i), int(cases.size()), cases[i].name);
       judged(run_case(cases[i], *backend, options, inputs));
     }
   }
+  // SIGINT or SIGTERM: what was not judged is said to be so, and the reports are still written.
+  const int signal = interrupt_signal();
+  for (std::size_t i = results.size(); signal && i < cases.size(); ++i) {
+    CaseResult r;
+    r.name = cases[i].name;
+    r.location = cases[i].location();
+    r.seed = cases[i].seed;
+    r.backend = context.backend;
+    r.device = context.device;
+    r.kernel = inv.backend.kernel.empty() ? "none" : inv.backend.kernel;
+    r.disposition = Disposition::not_run;
+    r.detail = interrupted_detail(signal);
+    judged(r);
+  }
   if (results.empty()) emit(table_header(context, style));
   out.text += table_footer(results, loaded.errors, style);
 
-  for (const CaseLoadError& e : loaded.errors) out.notes += e.to_string() + "\n";
+  for (const CaseLoadError& e : loaded.errors) out.notes += printable(e.to_string()) + "\n";
   if (interesting) {
     bool all = !results.empty();
     for (const auto& r : results) all = all && r.disposition == *interesting;
@@ -201,7 +219,12 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   } else {
     out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
   }
-  write_reports(results, loaded.errors, context, {inv.run.json_path, inv.run.junit_path, inv.run.csv_path, inv.run.html_path}, out);
+  write_reports(results, loaded.errors, context, report_paths(inv.run), out);
+  if (signal) {
+    out.notes += fmt::format("interrupted by {}: the cases not judged are not-run (interrupted) in the table and reports\n",
+                             signal_name(signal));
+    out.exit_code = 128 + signal;
+  }
   return out;
 }
 

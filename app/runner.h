@@ -9,29 +9,11 @@
 #include "app/backend.h"
 #include "app/case_spec.h"
 #include "app/checks.h"
+#include "app/disposition.h"
 #include "app/host_tensors.h"
 #include "app/memory_budget.h"
 
 namespace attnres {
-
-// What became of a case. Only passed and rejected_as_expected meet the case's expectation.
-enum class Disposition {
-  passed,                // ran, within tolerance, prefix and blocks exact, memory clean
-  failed,                // ran, but out of tolerance or prefix/blocks not bit-exact
-  rejected_as_expected,  // expected a rejection and got exactly it
-  unexpected_rejection,  // rejected, but a pass (or another message) was expected
-  not_rejected,          // expected a rejection, but the kernel ran
-  memory_violation,      // wrote padding, guard regions or inputs, or left output unwritten
-  not_run,               // nothing here can run it (no GPU, native kernel not available)
-  error,                 // CUDA error, allocation failure, ...
-};
-
-constexpr int kDispositionCount = 8;
-
-const char* to_string(Disposition disposition);
-// The disposition of that name ("not-run"), if there is one.
-std::optional<Disposition> parse_disposition(const std::string& name);
-bool meets_expectation(Disposition disposition);
 
 // Seconds spent in each phase of a case (run --timings, and the JSON report).
 struct PhaseTimes {

@@ -4,13 +4,15 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <istream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "app/file_input.h"
+#include "app/file_output.h"
 #include "app/input_checksum.h"
 #include "app/json_io.h"
 #include "kernels/checked_size.h"
@@ -61,28 +63,31 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   }
   std::string text = dump_json(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-  // Written beside the target and renamed over it: a failed write leaves no truncated file.
-  const std::string partial = path + ".partial";
-  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
-  out.write(reinterpret_cast<const char*>(length), 8);
-  out.write(text.data(), std::streamsize(text.size()));
-  for (const auto& t : file.tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-  out.close();
-  if (!out || std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    throw SafetensorsError(path, "", "cannot write file");
+  try {
+    AtomicFile out(path);
+    out.write(length, 8);
+    out.write(text.data(), text.size());
+    for (const auto& t : file.tensors) out.write(t.bytes.data(), t.bytes.size());
+    out.commit();
+  } catch (const std::runtime_error& e) {
+    // AtomicFile's message begins with the path, which SafetensorsError adds itself.
+    const std::string what = e.what();
+    throw SafetensorsError(path, "", what.rfind(path + ": ", 0) == 0 ? what.substr(path.size() + 2) : what);
   }
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw SafetensorsError(path, "", "cannot open file");
-  const std::streamoff end = in.tellg();
-  if (end < 0) throw SafetensorsError(path, "", "cannot read file");
-  in.seekg(0);
-  return parse_safetensors(in, std::uint64_t(end), path);
+  std::optional<RegularFile> file;
+  try {
+    file.emplace(path);
+  } catch (const std::runtime_error& e) {
+    throw SafetensorsError(path, "", e.what());
+  }
+  RegularFileBuffer buffer(*file);
+  std::istream in(&buffer);
+  return parse_safetensors(in, file->size(), path);
 }
 
 SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, const std::string& path) {

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "app/cli.h"
+#include "app/interrupt.h"
 #include "app/json_io.h"
 #include "app/bundle.h"
 #include "app/result_json.h"
@@ -175,6 +176,7 @@ class Worker {
       throw std::runtime_error(fmt::format("cannot start a worker process: {}", std::strerror(errno)));
     }
     if (pid_ == 0) {
+      ignore_interrupts();
       ::close(sockets[0]);
       for (const int other : open_worker_sockets()) ::close(other);
       serve(sockets[1], cases, replay, make_backend, options, backend_options);
@@ -353,6 +355,19 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
   };
 
   while (emitted < cases.size()) {
+    if (const int signal = interrupt_signal()) {
+      // The cases in flight are abandoned; run_in_workers' caller marks the ones never started.
+      for (Slot& slot : slots) {
+        if (!slot.running) continue;
+        if (slot.worker) slot.worker->kill();
+        CaseResult r = lost_case(cases[*slot.running], slot.backend, slot.device_name, options.kernel,
+                                 interrupted_detail(signal), slot.start);
+        r.disposition = Disposition::not_run;
+        slot.worker.reset();
+        finish(slot, std::move(r));
+      }
+      break;
+    }
     // "all": the first worker has said how many devices there are; one more worker per device.
     for (int device = int(slots.size()); device < expand_to; ++device) slots.emplace_back().device = device;
     expand_to = 0;

@@ -37,8 +37,10 @@ struct WorkerPlan {
 // takes its place. When the first child to answer cannot make its backend, its
 // error is rethrown here (UsageError for a bad --kernel or --devices, std::runtime_error
 // otherwise). `progress` is called as each case is handed out with (index, total, name),
-// `judged` with each result in case order, whichever worker ran it. Returns what the first
-// worker said while making its backend.
+// `judged` with each result in case order, whichever worker ran it. After SIGINT or SIGTERM
+// (interrupt.h) the workers are killed, the cases they ran are not-run (interrupted), and it
+// returns with the cases never handed out left unjudged. Returns what the first worker said
+// while making its backend.
 std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMaker& make_backend, const WorkerPlan& plan,
                            const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress,
                            const std::function<void(const CaseResult&)>& judged);

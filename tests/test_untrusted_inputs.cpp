@@ -310,7 +310,8 @@ TEST(UntrustedCaseFiles, ControlCharactersAreEscapedAndTheSummaryStillPrints) {
 }
 
 TEST(Utf8, ControlCharactersArePrintableAndQuoted) {
-  EXPECT_EQ(printable("a\x1b[2Jb\n\tc\x7f"), "a\\u001b[2Jb\n\tc\\u007f");
+  EXPECT_EQ(printable_lines("a\x1b[2Jb\n\tc\x7f"), "a\\u001b[2Jb\n\tc\\u007f");
+  EXPECT_EQ(printable("a\x1b[2Jb\n\tc\x7f"), "a\\u001b[2Jb\\u000a\\u0009c\\u007f");
   EXPECT_EQ(printable("\xC2\x9B" "1m \xC2\xA0"), "\\u009b1m \xC2\xA0");  // C1 CSI escaped, no-break space kept
   EXPECT_EQ(printable("bad\xff"), "bad\xEF\xBF\xBD");
   EXPECT_EQ(quoted_literal(std::string("x\0y", 3)), "\"x\\u0000y\"");
