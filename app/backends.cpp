@@ -54,14 +54,15 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   DeviceDescription device() const override { return model_; }
   NativeImages native_images() const override { return images_; }
-  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) override {
+  // The host workspace keeps the inputs as made whether or not a bundle asks for them.
+  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool) override {
     const HostExecutor launch = [](KernelEntry& kernel, const LaunchOptions& options, CaseTensors& tensors) {
       kernel.launch(tensors.args(), options, nullptr);
     };
-    return make_host_workspace(inputs ? inputs->make() : make_case_tensors(spec), launch, keep_artifacts);
+    return make_host_workspace(inputs ? inputs->make() : make_case_tensors(spec), launch);
   }
-  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts, bool) const override {
-    return {host_workspace_bytes(shape, strides, keep_artifacts), 0};
+  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool, bool) const override {
+    return {host_workspace_bytes(shape, strides), 0};
   }
   std::optional<std::int64_t> free_device_bytes() const override { return std::nullopt; }
 

@@ -13,16 +13,25 @@
 
 namespace attnres {
 
-// Elements of canary before and after every allocation: 256 bytes keeps each tensor's storage
-// as aligned as the allocation itself.
-constexpr std::int64_t kGuardElements = 128;
+// The guard regions of canary before and after every allocation: at least 64 KiB, and as wide as
+// the tensor's widest stride (a row, a token's blocks, a block-major view's block), so that a
+// kernel indexing one row or one block row past its tensor lands in one; at most 16 MiB a side
+// (past that, compute-sanitizer's memcheck is the check). A multiple of 128 elements (256 bytes)
+// keeps each tensor's storage as aligned as the allocation itself.
+constexpr std::int64_t kMinGuardElements = std::int64_t(1) << 15;
+constexpr std::int64_t kMaxGuardElements = std::int64_t(1) << 23;
 
 // A tensor's place in memory: its strided layout (blocks: T * max_blocks rows, row
-// t * max_blocks + b), with kGuardElements of guard region before and after its storage.
+// t * max_blocks + b), with guard() elements of guard region before and after its storage.
 struct TensorLayout : StridedLayout {
   std::string name;
 
-  std::int64_t storage_elements() const { return span() + 2 * kGuardElements; }
+  std::int64_t guard() const {
+    const std::int64_t widest = std::max({columns, outer_stride, inner_stride});
+    const std::int64_t wanted = std::clamp(widest, kMinGuardElements, kMaxGuardElements);
+    return (wanted + 127) / 128 * 128;
+  }
+  std::int64_t storage_elements() const { return span() + 2 * guard(); }
 };
 
 // The storage [0, span()) of `layout` as runs in storage order, the major indices [major_begin,

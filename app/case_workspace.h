@@ -55,11 +55,20 @@ class CaseWorkspace {
   virtual void restore_inputs() = 0;
   // Throws KernelRejection when the kernel refuses, KernelFailure or CudaError when it fails.
   virtual void run_kernel(KernelEntry& kernel, const LaunchOptions& options) = 0;
+  // A call whose output holds kFinitePoisonBits instead of NaN before it; its output is kept, and
+  // the inputs are restored as made for the judged call. Throws as run_kernel does (the inputs
+  // are then restored too).
+  virtual void run_kernel_on_finite_poison(KernelEntry& kernel, const LaunchOptions& options) = 0;
+  // After run_kernel: the logical output elements whose bits differ from that call's.
+  virtual OutputDifference difference_from_finite_poison_call() = 0;
   virtual Comparison compare(double atol, double rtol) = 0;
   // |out - ref| pooled into cells (run --html draws it); after run_kernel.
   virtual ErrorMap error_map(double atol, double rtol) = 0;
   // prefix/blocks exactness, canaries, guard regions, inputs unchanged, output written.
   virtual ExactnessReport check() = 0;
+  // After the kernel refused: every element of every tensor as it was before the call (the
+  // output still poison), or a violation per tensor.
+  virtual ExactnessReport check_untouched() = 0;
   // Host copies for a repro bundle; only where the workspace was made to keep them, and last.
   virtual CaseArtifacts take_artifacts() = 0;
 };
@@ -67,12 +76,12 @@ class CaseWorkspace {
 // Runs a kernel over host tensors in place (the CPU backend's launch; tests substitute theirs).
 using HostExecutor = std::function<void(KernelEntry&, const LaunchOptions&, CaseTensors&)>;
 
-// A workspace over host tensors: the inputs, the expected state the CPU reference leaves in its
-// own copy, and the reference; with `keep_inputs` a copy of the inputs for a repro bundle.
-std::unique_ptr<CaseWorkspace> make_host_workspace(CaseTensors inputs, HostExecutor execute, bool keep_inputs);
+// A workspace over host tensors: the ones the kernel runs on, the expected state the CPU
+// reference leaves in its own copy, the reference, and the inputs as made (a refusal is checked
+// against them, and a repro bundle holds them).
+std::unique_ptr<CaseWorkspace> make_host_workspace(CaseTensors inputs, HostExecutor execute);
 
 // Host bytes make_host_workspace uses at most for a case of this layout (nothing on overflow).
-std::optional<std::int64_t> host_workspace_bytes(const AttnResShape& shape, const AttnResStrides& strides,
-                                                 bool keep_inputs);
+std::optional<std::int64_t> host_workspace_bytes(const AttnResShape& shape, const AttnResStrides& strides);
 
 }  // namespace attnres

@@ -36,11 +36,16 @@ enum class TensorRole : int {
   blocks,  // the written block p, the others unchanged
   input,   // delta and the weights: unchanged
   output,  // anything but poison
+  // After a refusal (the ABI: no operand was touched) every element must hold what it held
+  // before the call: the inputs theirs, the output poison.
+  untouched,
+  untouched_output,
 };
 
 // The damage the element at `offset` shows (-1: none). `want` is what the element must hold
 // (ignored for the output's logical elements); `logical`: not padding; `state_row`: a row that
-// must hold p.
+// must hold p. An untouched tensor passes is_output and state_row false: any change is
+// input_changed.
 ATTNRES_HD int damage_at(std::int64_t offset, std::int64_t span, bool logical, bool is_output, bool state_row,
                          bf16_bits got, bf16_bits want) {
   if (offset < 0) return got != want ? int(Damage::guard_before) : -1;
@@ -63,6 +68,13 @@ ATTNRES_HD double output_difference(double got, double want) {
 ATTNRES_HD bool output_mismatch(double got, double want, double difference, double atol, double rtol) {
   return !(got == want || (is_finite_value(got) && is_finite_value(want) && difference <= atol + rtol * fabs(want)));
 }
+
+// Logical output elements whose bits differ between two calls (index t * H + h of the first).
+struct OutputDifference {
+  std::int64_t count = 0;
+  std::int64_t first_index = kNoOffset;
+  bf16_bits first_before = 0, first_now = 0;  // the other call's bits, this call's
+};
 
 // The output against the reference over the logical [T, H] elements.
 struct OutputTally {

@@ -124,6 +124,8 @@ std::string Violation::to_string() const {
   return fmt::format("{}: {} at row {} col {} ({} elements)", tensor, kind, row, col, count);
 }
 
+TensorRole untouched_role(std::size_t index) { return index == 6 ? TensorRole::untouched_output : TensorRole::untouched; }
+
 TensorRole tensor_role(std::size_t index) {
   switch (index) {
     case 0: return TensorRole::state;
@@ -170,15 +172,15 @@ bool is_state_row(TensorRole role, std::int64_t row, const AttnResShape& s) {
 
 TensorTally tally_tensor(const HostTensor& got, const HostTensor& want, TensorRole role, const AttnResShape& s) {
   const std::int64_t span = want.span();
-  const bool is_output = role == TensorRole::output;
+  const bool is_output = role == TensorRole::output;  // untouched roles: every element as it was
   auto visit = [&](TensorTally& tally, std::int64_t offset, bool logical, bool state_row) {
     const bf16_bits g = got.base()[offset], w = want.base()[offset];
     const int kind = damage_at(offset, span, logical, is_output, state_row, g, w);
     if (kind >= 0) add_damage(tally, kind, offset, g, w);
   };
   TensorTally total;
-  for (std::int64_t k = 0; k < kGuardElements; ++k) {
-    visit(total, k - kGuardElements, false, false);
+  for (std::int64_t k = 0; k < want.guard(); ++k) {
+    visit(total, k - want.guard(), false, false);
     visit(total, span + k, false, false);
   }
   const std::int64_t majors = want.nesting().major;
@@ -198,16 +200,17 @@ TensorTally tally_tensor(const HostTensor& got, const HostTensor& want, TensorRo
 }  // namespace
 
 ExactnessReport exactness_report(const std::vector<TensorTally>& tallies, const std::vector<TensorLayout>& layouts,
-                                 const AttnResShape& shape) {
+                                 const AttnResShape& shape, bool refused) {
   static const char* const kWording[] = {"guard region before the allocation overwritten",
                                          "guard region after the allocation overwritten", "padding canary overwritten",
                                          "input modified", "output element not written (still poison)"};
+  static const char* const kRefusedWording = "written although the kernel refused";
   ExactnessReport report;
   for (std::size_t i = 0; i < tallies.size(); ++i) {
     const TensorTally& tally = tallies[i];
     const TensorLayout& layout = layouts[i];
     auto violation_at = [&](int kind) {
-      Violation v{layout.name, kWording[kind]};
+      Violation v{layout.name, refused && kind == int(Damage::input_changed) ? kRefusedWording : kWording[kind]};
       const std::int64_t offset = tally.first[kind];
       v.count = tally.count[kind];
       const StridedLayout::Location at = layout.locate(offset);
@@ -247,15 +250,44 @@ CaseTensors expected_after_run(const CaseTensors& before) {
   return expected;
 }
 
-ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& expected) {
-  const auto got = after.all(), want = expected.all();
+namespace {
+
+// Each of `after`'s tensors against `want`'s, in the roles `role_of` gives.
+ExactnessReport report_against(const CaseTensors& after, const CaseTensors& want, TensorRole (*role_of)(std::size_t),
+                               bool refused) {
+  const auto got = after.all(), wanted = want.all();
   std::vector<TensorTally> tallies;
   std::vector<TensorLayout> layouts;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    tallies.push_back(tally_tensor(*got[i], *want[i], tensor_role(i), expected.shape));
-    layouts.push_back(*want[i]);
+    tallies.push_back(tally_tensor(*got[i], *wanted[i], role_of(i), want.shape));
+    layouts.push_back(*wanted[i]);
   }
-  return exactness_report(tallies, layouts, expected.shape);
+  return exactness_report(tallies, layouts, want.shape, refused);
 }
+
+}  // namespace
+
+ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& expected) {
+  return report_against(after, expected, tensor_role, false);
+}
+
+ExactnessReport check_untouched(const CaseTensors& after, const CaseTensors& before) {
+  return report_against(after, before, untouched_role, true);
+}
+
+OutputDifference output_bits_difference(const HostTensor& now, const HostTensor& before) {
+  OutputDifference d;
+  for (std::int64_t t = 0; t < now.rows(); ++t)
+    for (std::int64_t h = 0; h < now.columns; ++h) {
+      if (now.at(t, h) == before.at(t, h)) continue;
+      if (d.count++ == 0) {
+        d.first_index = t * now.columns + h;
+        d.first_before = before.at(t, h);
+        d.first_now = now.at(t, h);
+      }
+    }
+  return d;
+}
+
 
 }  // namespace attnres

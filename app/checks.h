@@ -66,12 +66,16 @@ struct ExactnessReport {
   std::vector<Violation> violations;  // memory safety: canaries, guards, changed inputs, unwritten output
 };
 
-// The role of each of the seven tensors, in CaseTensors::all() order.
+// The role of each of the seven tensors, in CaseTensors::all() order, after a run and after a
+// refusal.
 TensorRole tensor_role(std::size_t index);
+TensorRole untouched_role(std::size_t index);
 
-// The report of the seven tensors' tallies, in CaseTensors::all() order, laid out by `layouts`.
+// The report of the seven tensors' tallies, in CaseTensors::all() order, laid out by `layouts`;
+// `refused`: the tallies are of untouched roles, and a changed element is worded as written
+// although the kernel refused.
 ExactnessReport exactness_report(const std::vector<TensorTally>& tallies, const std::vector<TensorLayout>& layouts,
-                                 const AttnResShape& shape);
+                                 const AttnResShape& shape, bool refused);
 
 // What prefix and blocks must hold after a correct run (the reference's own steps 1-2),
 // padding and guards untouched; the other inputs must equal their originals, the output's
@@ -80,5 +84,11 @@ CaseTensors expected_after_run(const CaseTensors& before);
 
 // `after` against `expected`, on every core.
 ExactnessReport check_after_run(const CaseTensors& after, const CaseTensors& expected);
+
+// The logical elements of two outputs of one layout whose bits differ.
+OutputDifference output_bits_difference(const HostTensor& now, const HostTensor& before);
+
+// After a refusal: `after` against the tensors as they were before the call, every element.
+ExactnessReport check_untouched(const CaseTensors& after, const CaseTensors& before);
 
 }  // namespace attnres

@@ -122,6 +122,8 @@ int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<
   if (!load_errors.empty()) return kExitBadInput;
   const RunSummary summary = summarize(results, load_errors);
   const int not_run = summary.by_disposition[int(Disposition::not_run)];
+  // A gate that judged nothing is not green, whatever it allows.
+  if (allow_not_run && summary.total > 0 && not_run == summary.total) return kExitNoCases;
   return summary.total - summary.met - (allow_not_run ? not_run : 0) == 0 ? kExitOk : kExitUnmet;
 }
 

@@ -19,7 +19,8 @@ namespace attnres {
 constexpr int kExitOk = 0;
 constexpr int kExitUnmet = 1;
 constexpr int kExitBadInput = 2;
-constexpr int kExitNoCases = 5;  // nothing selected (pytest's code for no tests collected)
+constexpr int kExitNoCases = 5;  // nothing selected or judged (pytest's code for no tests collected)
+constexpr const char* kJudgedNothing = "every case is not-run: nothing was judged, and --allow-not-run does not pass that";
 
 struct CommandOutput {
   std::string text;    // stdout
@@ -39,7 +40,8 @@ using TextSink = std::function<void(const std::string&)>;
 std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note, const std::string& cuda_required_by = "");
 
 // A run's verdict: bad input where a case file had errors, else unmet unless every case met its
-// expectation (not-run cases excepted with `allow_not_run`).
+// expectation (not-run cases excepted with `allow_not_run`, unless every case is not-run: then
+// nothing was judged, kExitNoCases).
 int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors,
                       bool allow_not_run);
 

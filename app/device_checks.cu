@@ -93,6 +93,29 @@ __global__ void fill_rows_kernel(DeviceTensorView t, bf16_bits value) {
   ATTNRES_GRID_STRIDE(i, t.layout.rows() * columns) t.at(i / columns, i % columns) = value;
 }
 
+__global__ void fill_alternating_rows_kernel(DeviceTensorView t, bf16_bits even, bf16_bits odd) {
+  const std::int64_t columns = t.layout.columns;
+  ATTNRES_GRID_STRIDE(i, t.layout.rows() * columns) t.at(i / columns, i % columns) = i % 2 ? odd : even;
+}
+
+struct DifferenceTotals {
+  unsigned long long count;
+  long long first;
+};
+
+__global__ void difference_kernel(DeviceTensorView now, DeviceTensorView before, DifferenceTotals* totals) {
+  unsigned long long count = 0;
+  long long first = kNoOffset;
+  const std::int64_t columns = now.layout.columns;
+  ATTNRES_GRID_STRIDE(i, now.layout.rows() * columns) {
+    if (now.at(i / columns, i % columns) == before.at(i / columns, i % columns)) continue;
+    ++count;
+    first = min(first, (long long)i);
+  }
+  add_to(&totals->count, count);
+  min_to(&totals->first, first);
+}
+
 __global__ void checksum_kernel(DeviceTensorView t, unsigned long long* sum) {
   unsigned long long partial = 0;
   const std::int64_t columns = t.layout.columns;
@@ -126,7 +149,7 @@ __device__ bf16_bits wanted_at(const DeviceTensorView& t, TensorRole role, const
                                                              at.row % r.max_blocks == r.block_write_idx));
   logical = at.logical;
   if (!logical) return pristine_at(pristine, offset, 0, false);
-  if (role == TensorRole::output) return kPoisonBits;
+  if (role == TensorRole::output || role == TensorRole::untouched_output) return kPoisonBits;
   if (state_row) return residual_at(r, role == TensorRole::state ? at.row : at.row / r.max_blocks, at.col);
   return pristine_at(pristine, offset, at.row * t.layout.columns + at.col, true);
 }
@@ -262,6 +285,31 @@ void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaSt
   if (elements == 0) return;
   fill_rows_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, value);
   ATTNRES_CHECK_LAUNCH("fill_rows_kernel");
+}
+
+void fill_alternating_rows_on_device(const DeviceTensorView& tensor, const bf16_bits (&values)[2], cudaStream_t stream) {
+  const std::int64_t elements = tensor.layout.rows() * tensor.layout.columns;
+  if (elements == 0) return;
+  fill_alternating_rows_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, values[0], values[1]);
+  ATTNRES_CHECK_LAUNCH("fill_alternating_rows_kernel");
+}
+
+OutputDifference output_bits_difference_on_device(const DeviceTensorView& now, const DeviceTensorView& before,
+                                                  cudaStream_t stream) {
+  OutputDifference d;
+  const std::int64_t elements = now.layout.rows() * now.layout.columns;
+  if (elements == 0) return d;
+  Accumulator<DifferenceTotals> totals(DifferenceTotals{0, kNoOffset}, stream);
+  difference_kernel<<<grid_for(elements), kThreads, 0, stream>>>(now, before, totals.get());
+  ATTNRES_CHECK_LAUNCH("difference_kernel");
+  const DifferenceTotals result = totals.result();
+  d.count = std::int64_t(result.count);
+  if (!d.count) return d;
+  d.first_index = result.first;
+  const std::int64_t t = d.first_index / now.layout.columns, h = d.first_index % now.layout.columns;
+  d.first_now = read_element(&now.at(t, h), stream);
+  d.first_before = read_element(&before.at(t, h), stream);
+  return d;
 }
 
 std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t stream) {

@@ -45,6 +45,13 @@ void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaSt
 // The logical elements of a strided tensor.
 void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaStream_t stream);
 
+// The logical elements: element i (t * columns + h) values[i % 2].
+void fill_alternating_rows_on_device(const DeviceTensorView& tensor, const bf16_bits (&values)[2], cudaStream_t stream);
+
+// The logical elements of two tensors of one layout whose bits differ.
+OutputDifference output_bits_difference_on_device(const DeviceTensorView& now, const DeviceTensorView& before,
+                                                  cudaStream_t stream);
+
 // The sum behind checksum_text over the logical elements.
 std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t stream);
 

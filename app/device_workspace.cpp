@@ -1,5 +1,6 @@
 #include "app/device_workspace.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include <cuda_runtime_api.h>
@@ -9,6 +10,7 @@
 #include "kernels/checked_size.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
+#include "kernels/kernel_errors.h"
 #include "kernels/launch.h"
 #include "reference/cublas_reference.h"
 
@@ -65,10 +67,30 @@ class DeviceWorkspace : public CaseWorkspace {
   }
 
   void run_kernel(KernelEntry& kernel, const LaunchOptions& options) override {
+    guarded([&] { launch_and_wait(kernel, options); });
+  }
+
+  void run_kernel_on_finite_poison(KernelEntry& kernel, const LaunchOptions& options) override {
     guarded([&] {
-      kernel.launch(args(), options, nullptr);
-      ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      fill_alternating_rows_on_device(view(kOutput), kFinitePoisonBits, nullptr);
+      try {
+        launch_and_wait(kernel, options);
+      } catch (const KernelRejection&) {
+        make_inputs();
+        throw;
+      }
+      finite_poison_output_.emplace(storage_[kOutput].size());
+      ATTNRES_CUDA_CHECK(
+          cudaMemcpy(finite_poison_output_->get(), storage_[kOutput].get(), storage_[kOutput].bytes(), cudaMemcpyDeviceToDevice));
+      make_inputs();
     });
+  }
+
+  OutputDifference difference_from_finite_poison_call() override {
+    OutputDifference d;
+    const DeviceTensorView kept{finite_poison_output_->get() + layouts_[kOutput].guard(), layouts_[kOutput], layouts_[kOutput].guard()};
+    guarded([&] { d = output_bits_difference_on_device(view(kOutput), kept, nullptr); });
+    return d;
   }
 
   Comparison compare(double atol, double rtol) override {
@@ -86,23 +108,9 @@ class DeviceWorkspace : public CaseWorkspace {
     return map;
   }
 
-  ExactnessReport check() override {
-    ResidualSources residual;
-    residual.prefix = pristine_[0];
-    residual.delta = pristine_[1];
-    residual.prefix_layout = layouts_[0];
-    residual.delta_layout = layouts_[1];
-    residual.hidden = shape_.hidden;
-    residual.has_delta = shape_.has_delta;
-    residual.max_blocks = shape_.max_blocks;
-    residual.block_write_idx = shape_.block_write_idx;
-    std::vector<TensorTally> tallies;
-    guarded([&] {
-      for (std::size_t i = 0; i < layouts_.size(); ++i)
-        tallies.push_back(check_tensor_on_device(view(i), tensor_role(i), pristine_[i], residual, nullptr));
-    });
-    return exactness_report(tallies, layouts_, shape_);
-  }
+  ExactnessReport check() override { return check_roles(tensor_role, false); }
+
+  ExactnessReport check_untouched() override { return check_roles(untouched_role, true); }
 
   CaseArtifacts take_artifacts() override {
     if (!inputs_) throw std::logic_error("take_artifacts: the workspace was made without keeping its inputs");
@@ -116,6 +124,36 @@ class DeviceWorkspace : public CaseWorkspace {
   }
 
  private:
+  // Everything the call queued, on any stream (a kernel may use non-blocking streams of its
+  // own), is done before anything is judged; a refusal's work too.
+  void launch_and_wait(KernelEntry& kernel, const LaunchOptions& options) {
+    try {
+      kernel.launch(args(), options, nullptr);
+    } catch (const KernelRejection&) {
+      ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+      throw;
+    }
+    ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  ExactnessReport check_roles(TensorRole (*role_of)(std::size_t), bool refused) {
+    ResidualSources residual;
+    residual.prefix = pristine_[0];
+    residual.delta = pristine_[1];
+    residual.prefix_layout = layouts_[0];
+    residual.delta_layout = layouts_[1];
+    residual.hidden = shape_.hidden;
+    residual.has_delta = shape_.has_delta;
+    residual.max_blocks = shape_.max_blocks;
+    residual.block_write_idx = shape_.block_write_idx;
+    std::vector<TensorTally> tallies;
+    guarded([&] {
+      for (std::size_t i = 0; i < layouts_.size(); ++i)
+        tallies.push_back(check_tensor_on_device(view(i), role_of(i), pristine_[i], residual, nullptr));
+    });
+    return exactness_report(tallies, layouts_, shape_, refused);
+  }
+
   template <class F>
   void guarded(F&& body) {
     try {
@@ -127,7 +165,7 @@ class DeviceWorkspace : public CaseWorkspace {
   }
 
   DeviceTensorView view(std::size_t i) const {
-    return {storage_[i].get() + kGuardElements, layouts_[i], kGuardElements};
+    return {storage_[i].get() + layouts_[i].guard(), layouts_[i], layouts_[i].guard()};
   }
 
   AttnResArgs args() const {
@@ -169,7 +207,7 @@ class DeviceWorkspace : public CaseWorkspace {
       pristine_copies_.emplace_back(storage_[i].size());
       ATTNRES_CUDA_CHECK(cudaMemcpy(pristine_copies_.back().get(), tensors[i]->storage.data(), storage_[i].bytes(),
                                     cudaMemcpyHostToDevice));
-      pristine_[i].copy = pristine_copies_.back().get() + kGuardElements;
+      pristine_[i].copy = pristine_copies_.back().get() + layouts_[i].guard();
     }
     if (keep) inputs_ = std::move(host);
   }
@@ -189,6 +227,7 @@ class DeviceWorkspace : public CaseWorkspace {
   std::vector<DeviceBuffer<bf16_bits>> storage_;
   PristineValues pristine_[kOutput + 1];  // the output's: canaries around it
   std::vector<DeviceBuffer<bf16_bits>> pristine_copies_;
+  std::optional<DeviceBuffer<bf16_bits>> finite_poison_output_;  // the output of the call on a finite poison
   DeviceBuffer<double> reference_;
   std::optional<CaseTensors> inputs_;
 };
@@ -207,8 +246,11 @@ CaseFootprint device_workspace_footprint(const AttnResShape& shape, const AttnRe
   if (!tensors || !reference) return {};
   const CheckedSize output_reference = CheckedSize(shape.tokens) * shape.hidden * CheckedSize(sizeof(double));
   CaseFootprint footprint;
-  // The tensors (twice when replayed: the pristine copy), the reference's buffers with cuBLAS's.
-  footprint.device_bytes = (CheckedSize(*tensors) * (replayed ? 2 : 1) + *reference + kCublasWorkspaceBytes).get();
+  // The tensors (twice when replayed: the pristine copy), the output of the call on a finite
+  // poison, the reference's buffers with cuBLAS's.
+  const CheckedSize kept_output = CheckedSize(case_layouts(shape, strides)[kOperandCount - 1].storage_elements()) * 2;
+  footprint.device_bytes =
+      (CheckedSize(*tensors) * (replayed ? 2 : 1) + kept_output + *reference + kCublasWorkspaceBytes).get();
   // Host: the replayed tensors while they upload; for a repro bundle the inputs, the tensors
   // after the run and the reference.
   const CheckedSize host_copies = keep_artifacts ? 2 : replayed ? 1 : 0;

@@ -4,6 +4,9 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -31,6 +34,20 @@ std::int64_t draw_padding(std::mt19937_64& rng) {
   if (pick < 0.75) return uniform(rng, 1, 15);
   constexpr std::array<std::int64_t, 3> aligned{8, 16, 64};
   return aligned[std::size_t(uniform(rng, 0, 2))];
+}
+
+// "  refused 12 times: "message"", most frequent first, at most 8 lines and one for the rest.
+std::string counted_lines(const char* what, const std::map<std::string, int>& counts) {
+  std::vector<std::pair<int, std::string>> ordered;
+  for (const auto& [text, n] : counts) ordered.emplace_back(n, text);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  constexpr std::size_t kShown = 8;
+  std::string lines;
+  for (std::size_t i = 0; i < ordered.size() && i < kShown; ++i)
+    lines += fmt::format("  {} {} time{}: {}\n", what, ordered[i].first, ordered[i].first == 1 ? "" : "s",
+                         quoted_literal(ordered[i].second));
+  if (ordered.size() > kShown) lines += fmt::format("  {} with {} other messages\n", what, ordered.size() - kShown);
+  return lines;
 }
 
 }  // namespace
@@ -108,7 +125,7 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
                          inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
                          args.no_layout_guard ? ", layout guard off" : "", args.budget);
   std::array<int, 4> counts{};
-  std::map<std::string, int> kernels;
+  std::map<std::string, int> kernels, refusals, not_run_reasons;
   for (int i = 0; i < args.budget; ++i) {
     const CaseSpec spec = draw_case(rng, i, limits);
     if (progress) progress(i, args.budget, spec.name);
@@ -116,6 +133,8 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
     const TrialOutcome outcome = classify_trial(result);
     ++counts[std::size_t(outcome)];
     ++kernels[result.kernel];
+    if (outcome == TrialOutcome::refused) ++refusals[result.rejection.value_or(result.detail)];
+    if (outcome == TrialOutcome::not_run) ++not_run_reasons[result.detail];
     if (outcome != TrialOutcome::finding) continue;
     out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides {})\n  {}\n",
                             i, to_string(result.disposition), printable(result.kernel), spec.shape.tokens, spec.shape.hidden,
@@ -134,6 +153,13 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   for (const auto& [name, n] : kernels) by_kernel += fmt::format("{}{} {}", by_kernel.empty() ? "" : ", ", n, name);
   out.text += fmt::format("{} trials, nothing went wrong: {} passed, {} refused with a message, {} not run (kernels: {})\n",
                           args.budget, counts[0], counts[1], counts[2], by_kernel);
+  // A refusal is the kernel's word, not a pass: each message with its count, so that a kernel
+  // refusing what it should compute is seen.
+  out.text += counted_lines("refused", refusals) + counted_lines("not run", not_run_reasons);
+  if (args.budget > 0 && counts[std::size_t(TrialOutcome::passed)] == 0) {
+    out.notes += "no trial was computed and judged: every one was refused or not run\n";
+    out.exit_code = kExitUnmet;
+  }
   return out;
 }
 

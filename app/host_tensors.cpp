@@ -13,7 +13,7 @@ namespace attnres {
 
 HostTensor make_tensor(const TensorLayout& layout) {
   const std::optional<std::int64_t> span = checked_span(layout);
-  const std::optional<std::int64_t> elements = span ? (CheckedSize(*span) + 2 * kGuardElements).get() : std::nullopt;
+  const std::optional<std::int64_t> elements = span ? (CheckedSize(*span) + 2 * layout.guard()).get() : std::nullopt;
   if (!elements || std::uint64_t(*elements) > std::vector<bf16_bits>().max_size())
     throw std::length_error(fmt::format("{}: its layout does not fit in memory", layout.name));
   HostTensor t;
@@ -114,7 +114,7 @@ std::optional<std::int64_t> case_storage_bytes(const AttnResShape& s, const Attn
   for (const TensorLayout& layout : case_layouts(s, strides)) {
     const std::optional<std::int64_t> span = checked_span(layout);
     if (!span) return std::nullopt;
-    elements = elements + *span + 2 * kGuardElements;
+    elements = elements + *span + 2 * layout.guard();
   }
   return (elements * 2).get();
 }

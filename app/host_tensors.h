@@ -16,8 +16,8 @@ struct HostTensor : TensorLayout {
   std::vector<bf16_bits> storage;  // guard, span(), guard
 
   // The storage's start (after the guard) and the first logical element.
-  bf16_bits* base() { return storage.data() + kGuardElements; }
-  const bf16_bits* base() const { return storage.data() + kGuardElements; }
+  bf16_bits* base() { return storage.data() + guard(); }
+  const bf16_bits* base() const { return storage.data() + guard(); }
   bf16_bits* data() { return base() + offset; }
   const bf16_bits* data() const { return base() + offset; }
   bf16_bits* row(std::int64_t r) { return data() + row_start(r); }

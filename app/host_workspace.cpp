@@ -7,14 +7,13 @@
 namespace attnres {
 namespace {
 
-// Two copies of the tensors: the ones the kernel runs on, and the reference's (which it leaves
-// holding the expected state); a third, the pristine inputs, only for a repro bundle.
+// Three copies of the tensors: the ones the kernel runs on, the reference's (which it leaves
+// holding the expected state), and the inputs as made; and the output of the call made on a
+// finitely poisoned output.
 class HostWorkspace : public CaseWorkspace {
  public:
-  HostWorkspace(CaseTensors inputs, HostExecutor execute, bool keep_inputs)
-      : tensors_(std::move(inputs)), execute_(std::move(execute)) {
-    if (keep_inputs) inputs_ = tensors_;
-  }
+  HostWorkspace(CaseTensors inputs, HostExecutor execute)
+      : tensors_(std::move(inputs)), execute_(std::move(execute)), inputs_(tensors_) {}
 
   std::vector<std::pair<std::string, std::string>> input_checksums() override { return attnres::input_checksums(tensors_); }
 
@@ -30,12 +29,27 @@ class HostWorkspace : public CaseWorkspace {
     return summary;
   }
 
-  void restore_inputs() override {
-    if (!inputs_) throw std::logic_error("restore_inputs: the workspace was made without keeping its inputs");
-    tensors_ = *inputs_;  // same sizes: the allocations are reused
-  }
+  void restore_inputs() override { tensors_ = inputs_; }  // same sizes: the allocations are reused
 
   void run_kernel(KernelEntry& kernel, const LaunchOptions& options) override { execute_(kernel, options, tensors_); }
+
+  void run_kernel_on_finite_poison(KernelEntry& kernel, const LaunchOptions& options) override {
+    HostTensor& out = tensors_.output;
+    for (std::int64_t t = 0; t < out.rows(); ++t)
+      for (std::int64_t h = 0; h < out.columns; ++h) out.at(t, h) = kFinitePoisonBits[(t * out.columns + h) % 2];
+    try {
+      execute_(kernel, options, tensors_);
+    } catch (...) {
+      tensors_ = inputs_;
+      throw;
+    }
+    finite_poison_output_ = std::move(tensors_.output);
+    tensors_ = inputs_;
+  }
+
+  OutputDifference difference_from_finite_poison_call() override {
+    return output_bits_difference(tensors_.output, finite_poison_output_);
+  }
 
   Comparison compare(double atol, double rtol) override { return compare_output(tensors_.output, reference_, atol, rtol); }
 
@@ -43,31 +57,31 @@ class HostWorkspace : public CaseWorkspace {
 
   ExactnessReport check() override { return check_after_run(tensors_, expected_); }
 
-  CaseArtifacts take_artifacts() override {
-    if (!inputs_) throw std::logic_error("take_artifacts: the workspace was made without keeping its inputs");
-    return CaseArtifacts{std::move(*inputs_), std::move(tensors_), std::move(reference_)};
-  }
+  ExactnessReport check_untouched() override { return attnres::check_untouched(tensors_, inputs_); }
+
+  CaseArtifacts take_artifacts() override { return CaseArtifacts{std::move(inputs_), std::move(tensors_), std::move(reference_)}; }
 
  private:
   CaseTensors tensors_;
   HostExecutor execute_;
-  std::optional<CaseTensors> inputs_;
+  CaseTensors inputs_;
+  HostTensor finite_poison_output_;
   CaseTensors expected_;
   std::vector<double> reference_;
 };
 
 }  // namespace
 
-std::unique_ptr<CaseWorkspace> make_host_workspace(CaseTensors inputs, HostExecutor execute, bool keep_inputs) {
-  return std::make_unique<HostWorkspace>(std::move(inputs), std::move(execute), keep_inputs);
+std::unique_ptr<CaseWorkspace> make_host_workspace(CaseTensors inputs, HostExecutor execute) {
+  return std::make_unique<HostWorkspace>(std::move(inputs), std::move(execute));
 }
 
-std::optional<std::int64_t> host_workspace_bytes(const AttnResShape& shape, const AttnResStrides& strides,
-                                                 bool keep_inputs) {
+std::optional<std::int64_t> host_workspace_bytes(const AttnResShape& shape, const AttnResStrides& strides) {
   const std::optional<std::int64_t> tensors = case_storage_bytes(shape, strides);
   if (!tensors) return std::nullopt;
   const CheckedSize reference = CheckedSize(shape.tokens) * shape.hidden * CheckedSize(sizeof(double));
-  return (CheckedSize(*tensors) * (keep_inputs ? 3 : 2) + reference).get();
+  const CheckedSize output = CheckedSize(case_layouts(shape, strides)[kOperandCount - 1].storage_elements()) * 2;
+  return (CheckedSize(*tensors) * 3 + output + reference).get();
 }
 
 }  // namespace attnres

@@ -7,7 +7,7 @@
 
 namespace attnres {
 
-// Called by main before any work.
+// Called by main before `run` does any work.
 void install_interrupt_handlers();
 
 // 0 until the first SIGINT or SIGTERM, then that signal's number.

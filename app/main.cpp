@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
       write_out(invocation.help);
       return kExitOk;
     }
-    install_interrupt_handlers();
+    // run finishes its reports on SIGINT or SIGTERM; the other commands end at once, as usual.
+    if (invocation.command == Command::run) install_interrupt_handlers();
     invocation.color = isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
     const bool live_progress = isatty(STDERR_FILENO);
     Progress progress;

@@ -153,6 +153,7 @@ CommandOutput merge_command(const Invocation& inv) {
   out.text = format_table(results, load_errors, context, TableStyle{inv.color, false, inv.merge.verbosity});
   for (const CaseLoadError& e : load_errors) out.notes += printable(e.to_string()) + "\n";
   out.exit_code = verdict_exit_code(results, load_errors, inv.merge.allow_not_run);
+  if (out.exit_code == kExitNoCases) out.notes += std::string(kJudgedNothing) + "\n";
   write_reports(results, load_errors, context, report_paths(inv.merge), out);
   return out;
 }

@@ -218,6 +218,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     out.exit_code = !loaded.errors.empty() ? kExitBadInput : all ? kExitOk : kExitUnmet;
   } else {
     out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
+    if (out.exit_code == kExitNoCases) out.notes += std::string(kJudgedNothing) + "\n";
   }
   write_reports(results, loaded.errors, context, report_paths(inv.run), out);
   if (signal) {

@@ -1,6 +1,7 @@
 #include "app/runner.h"
 
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -122,10 +123,30 @@ class Lap {
 void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace& workspace,
                   const ReferenceSummary& reference, KernelEntry& kernel, const LaunchOptions& launch, CaseResult& result) {
   Lap lap;
+  // A first call on an output that holds a finite pattern instead of NaN: a kernel that reads its
+  // output before writing it (fmaxf(NaN, x) is x) leaves other bits than the judged call.
+  std::optional<bool> finite_call_refused;
   try {
+    if (spec.shape.tokens > 0) {
+      try {
+        workspace.run_kernel_on_finite_poison(kernel, launch);
+        finite_call_refused = false;
+      } catch (const KernelRejection&) {
+        finite_call_refused = true;
+      }
+    }
     workspace.run_kernel(kernel, launch);
   } catch (const KernelRejection& e) {
-    judge_rejection(spec, e, result);  // refused at launch (an external kernel's own guard)
+    // Refused at launch (an external kernel's own guard). The ABI's word that no operand was
+    // touched is checked, not taken: damage, then a refusal, is the worst silent failure.
+    judge_rejection(spec, e, result);
+    result.violations = workspace.check_untouched().violations;
+    if (!result.violations.empty()) {
+      std::string written;
+      for (const Violation& v : result.violations) written += "; " + v.to_string();
+      result.disposition = Disposition::memory_violation;
+      result.detail = fmt::format("refused with {} after writing its operands{}", quoted_literal(e.what()), written);
+    }
     return;
   } catch (const KernelFailure& e) {
     result.disposition = Disposition::error;
@@ -164,6 +185,18 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
 
   std::string violations;
   for (const Violation& v : result.violations) violations += "; " + v.to_string();
+  std::string reads_output;
+  if (finite_call_refused == true) {
+    reads_output = "; it refused the same call on an output poisoned with finite values instead of NaN";
+  } else if (finite_call_refused == false) {
+    const OutputDifference d = workspace.difference_from_finite_poison_call();
+    if (d.count)
+      reads_output = fmt::format("; its output depends on what the output held before the call: {} of {} elements differ from "
+                                 "a call on an output poisoned with finite values instead of NaN (first at [{}, {}]: 0x{:04x} "
+                                 "after the finite poison, 0x{:04x} after NaN); it reads its output, or is not deterministic",
+                                 d.count, comparison.total, d.first_index / spec.shape.hidden, d.first_index % spec.shape.hidden,
+                                 d.first_before, d.first_now);
+  }
   if (spec.expect == Expectation::reject) {
     result.disposition = Disposition::not_rejected;
     result.detail = fmt::format("expected a rejection{}, but the kernel ran: {}{}",
@@ -171,10 +204,10 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
                                 describe_comparison(comparison), violations);
   } else if (!result.violations.empty()) {
     result.disposition = Disposition::memory_violation;
-    result.detail = violations.substr(2) + "; " + describe_comparison(comparison);
-  } else if (!comparison.within_tolerance() || !comparison.exact_state()) {
+    result.detail = violations.substr(2) + "; " + describe_comparison(comparison) + reads_output;
+  } else if (!comparison.within_tolerance() || !comparison.exact_state() || !reads_output.empty()) {
     result.disposition = Disposition::failed;
-    result.detail = describe_comparison(comparison);
+    result.detail = describe_comparison(comparison) + reads_output;
   } else {
     result.disposition = Disposition::passed;
     result.detail = spec.shape.tokens == 0 ? "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: "

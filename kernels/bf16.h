@@ -48,5 +48,9 @@ ATTNRES_HD bf16_bits float_to_bf16(float value) {
 constexpr bf16_bits kCanaryBits = 0x40a5;  // 5.15625
 // Written over the whole output before a launch; an element still holding it was never written.
 constexpr bf16_bits kPoisonBits = 0x7fc1;  // a quiet NaN with a payload
+// The output before a second call: finite, so that a kernel that reads its output before writing
+// it (fmaxf(NaN, x) is x) gives other bits than after the NaN poison. Logical element i holds
+// +1e30 where i is even and -1e30 where it is odd, so that neither a max nor a min absorbs it.
+constexpr bf16_bits kFinitePoisonBits[2] = {0x714a, 0xf14a};
 
 }  // namespace attnres

@@ -170,7 +170,12 @@ TEST(Cli, ExitCodeFollowsExpectations) {
   const CommandOutput none = run_cli({"run", good, "--backend", "cpu", "--device-model", "none"});
   EXPECT_EQ(none.exit_code, kExitUnmet);
   EXPECT_NE(none.text.find("not-run"), std::string::npos);
-  EXPECT_EQ(run_cli({"run", good, "--backend", "cpu", "--device-model", "none", "--allow-not-run"}).exit_code, kExitOk);
+  // --allow-not-run lets not-run cases pass beside judged ones, never a run that judged nothing.
+  const CommandOutput judged_nothing = run_cli({"run", good, "--backend", "cpu", "--device-model", "none", "--allow-not-run"});
+  EXPECT_EQ(judged_nothing.exit_code, kExitNoCases);
+  EXPECT_NE(judged_nothing.notes.find("every case is not-run: nothing was judged"), std::string::npos) << judged_nothing.notes;
+  const std::string native = dir.file("native.json", case_text("native", 2, 0, R"("kernel":"native",)"));
+  EXPECT_EQ(run_cli({"run", good, native, "--backend", "cpu", "--device-model", "sm_86", "--allow-not-run"}).exit_code, kExitOk);
 }
 
 TEST(Cli, InterestingnessTestByDisposition) {

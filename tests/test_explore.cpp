@@ -80,6 +80,17 @@ TEST(Explore, FindsTheSeedsBugClassUnguardedAndShrinksIt) {
   EXPECT_EQ(testing::run_cli({"run", (out / "case.json").string(), "--backend", "cpu", "--no-layout-guard"}).exit_code, kExitUnmet);
 }
 
+// A kernel that refuses every call computes nothing: explore names its message and fails.
+TEST(Explore, AKernelThatRefusesEverythingIsNotClean) {
+  const std::string kernel = std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_refuses_everything.so";
+  const CommandOutput run =
+      testing::run_cli({"explore", "--backend", "cpu", "--kernel", kernel, "--budget", "40", "--seed", "4"});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.text;
+  EXPECT_NE(run.text.find("0 passed, 40 refused with a message"), std::string::npos) << run.text;
+  EXPECT_NE(run.text.find("  refused 40 times: \"test plugin: not implemented\""), std::string::npos) << run.text;
+  EXPECT_NE(run.notes.find("no trial was computed and judged"), std::string::npos) << run.notes;
+}
+
 TEST(Explore, GuardedKernelsGoWrongNowhere) {
   const CommandOutput run = testing::run_cli({"explore", "--backend", "cpu", "--budget", "500", "--seed", "4"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.text;

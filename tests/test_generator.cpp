@@ -141,7 +141,10 @@ TEST(Generator, LogicalValuesDoNotDependOnPaddingAndPaddingHoldsCanaries) {
   EXPECT_EQ(checksum(a.prefix), checksum(b.prefix));
   EXPECT_EQ(checksum(a.blocks), checksum(b.blocks));
   EXPECT_NE(checksum(a.prefix), checksum(a.delta));
-  for (std::int64_t k = 0; k < kGuardElements; ++k) {
+  // Guards of at least 64 KiB, and at least a row wide.
+  EXPECT_GE(b.prefix.guard(), kMinGuardElements);
+  EXPECT_GE(b.prefix.guard(), b.prefix.outer_stride);
+  for (std::int64_t k = 0; k < b.prefix.guard(); ++k) {
     EXPECT_EQ(b.prefix.storage[std::size_t(k)], kCanaryBits);
     EXPECT_EQ(b.prefix.storage[b.prefix.storage.size() - 1 - std::size_t(k)], kCanaryBits);
   }

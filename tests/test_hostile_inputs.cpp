@@ -37,14 +37,7 @@ json small_case(const std::string& name, int num_blocks = 1) {
   return {{"schema_version", 1}, {"name", name}, {"T", 2}, {"H", 8}, {"max_blocks", 3}, {"num_blocks", num_blocks}};
 }
 
-std::string usage_error(const std::vector<std::string>& args) {
-  try {
-    run_cli(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "(no usage error)";
-}
+using testing::usage_error;
 
 std::string plugin(const std::string& variant) {
   return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_" + variant + ".so";

@@ -26,14 +26,7 @@ std::string plugin(const std::string& variant) {
   return std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_" + variant + ".so";
 }
 
-std::string usage_error(const std::vector<std::string>& args) {
-  try {
-    run_cli(args);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "no usage error";
-}
+using testing::usage_error;
 
 const std::vector<std::string> kBundled = {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
                                            testing::source_path("cases/fallback.json"),
@@ -85,6 +78,50 @@ TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
                      plugin("hardcoded")})
                 .exit_code,
             kExitOk);
+}
+
+// The ABI says a refusal touched no operand; the tool checks it. A kernel that runs the seed bug
+// and then refuses with the exact message is a memory violation, never rejected-as-expected.
+TEST(Plugins, DamageThenARefusalIsAMemoryViolation) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
+                                     plugin("damages_then_refuses"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
+  int refused = 0;
+  const json written = json::parse(read_file(report));
+  for (const json& c : written["cases"]) {
+    if (c["rejection"].is_null()) continue;
+    ++refused;
+    EXPECT_EQ(c["disposition"], "memory-violation") << c["name"];
+    ASSERT_FALSE(c["violations"].empty()) << c["name"];
+    const std::string detail = c["detail"].get<std::string>();
+    EXPECT_NE(detail.find("refused with \"Kimi K3 AttnRes requires densely packed rows"), std::string::npos) << detail;
+    EXPECT_NE(detail.find("written although the kernel refused"), std::string::npos) << detail;
+  }
+  EXPECT_EQ(refused, 4);
+  // The fixed kernel's refusals leave everything as it was.
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", plugin("ok")}).exit_code,
+            kExitOk);
+}
+
+// fmaxf(NaN, x) is x: a kernel that reads its output before writing it is right after the NaN
+// poison. The call before it, on a finite poison, shows it.
+TEST(Plugins, AKernelThatReadsItsOutputFails) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-*", "--backend",
+                                     "cpu", "--kernel", plugin("reads_output"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
+  const json written = json::parse(read_file(report));
+  ASSERT_FALSE(written["cases"].empty());
+  for (const json& c : written["cases"]) {
+    EXPECT_EQ(c["disposition"], "failed") << c["name"];
+    EXPECT_EQ(c["comparison"]["mismatched"], 0) << c["name"];  // the judged output alone is right
+    EXPECT_NE(c["detail"].get<std::string>().find("its output depends on what the output held before the call"),
+              std::string::npos)
+        << c["detail"];
+  }
 }
 
 TEST(Plugins, BrokenPluginsAreClearErrors) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "app/runner.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/cuda_check.h"
@@ -21,13 +23,13 @@ class FakeBackend : public Backend {
   DeviceDescription device() const override { return {true, "fake H200", 9, 0}; }
   NativeImages native_images() const override { return {true, true}; }
   OperandPlace operand_place() const override { return OperandPlace::host; }
-  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) override {
+  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool) override {
     const HostExecutor run = [this](KernelEntry&, const LaunchOptions&, CaseTensors& t) { kernel_(t); };
-    return make_host_workspace(inputs ? inputs->make() : make_case_tensors(spec), run, keep_artifacts);
+    return make_host_workspace(inputs ? inputs->make() : make_case_tensors(spec), run);
   }
   bool usable() const override { return usable_; }
-  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts, bool) const override {
-    return {host_workspace_bytes(shape, strides, keep_artifacts), case_storage_bytes(shape, strides)};
+  CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool, bool) const override {
+    return {host_workspace_bytes(shape, strides), case_storage_bytes(shape, strides)};
   }
   std::optional<std::int64_t> free_device_bytes() const override { return free_device_bytes_; }
   bool usable_ = true;
@@ -88,8 +90,9 @@ TEST(Runner, EmptyBatchKernelThatWritesAnywayIsAMemoryViolation) {
   CaseSpec spec = default_case("empty", 0, 512, 2, 2);
   const CaseResult r = run_case(spec, backend, RunOptions{});
   EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
-  EXPECT_EQ(r.detail, "output: guard region before the allocation overwritten at offset -128 (1 elements); no output "
-                      "elements to compare (T = 0)");
+  EXPECT_EQ(r.detail, fmt::format("output: guard region before the allocation overwritten at offset -{} (1 elements); no "
+                                  "output elements to compare (T = 0)",
+                                  kMinGuardElements));
 }
 
 TEST(Runner, PassedCarriesMetricsAndChecksums) {
@@ -127,15 +130,21 @@ TEST(Runner, PaddingGuardAndInputDamageAreLocated) {
     t.blocks.storage[t.blocks.storage.size() - 1] = 0;        // guard region after blocks
     t.delta.at(4, 7) ^= 1;                                    // an input that must not change
     t.blocks.at(0 * 4 + 3, 0) ^= 1;                           // an unused block
+    t.prefix.base()[-192] = 0;                                // 192 elements before prefix
+    t.output.row(5)[3] = 0;                                   // one row past the output's last
   });
   const CaseResult r = run_case(spec, backend, RunOptions{});
   ASSERT_EQ(r.disposition, Disposition::memory_violation);
   std::vector<std::string> texts;
   for (const auto& v : r.violations) texts.push_back(v.to_string());
+  // Guards of 64 KiB at least: a stray write a row past a tensor is blamed on it.
   const std::vector<std::string> expected = {
+      "prefix: guard region before the allocation overwritten at offset -192 (1 elements)",
       "delta: input modified at row 4 col 7 (1 elements)",
-      "blocks: guard region after the allocation overwritten at offset " + std::to_string(5 * 4 * 512 + 127) + " (1 elements)",
+      "blocks: guard region after the allocation overwritten at offset " + std::to_string(5 * 4 * 512 + kMinGuardElements - 1) +
+          " (1 elements)",
       "blocks: input modified at row 3 col 0 (1 elements)",
+      "output: guard region after the allocation overwritten at offset " + std::to_string(5 * 520 + 3) + " (1 elements)",
       "output: padding canary overwritten at row 2 col 515 (1 elements)"};
   EXPECT_EQ(texts, expected);
 }

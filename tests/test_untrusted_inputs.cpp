@@ -354,11 +354,13 @@ TEST(MemoryBudget, CasesOverTheBudgetAreNotRunWithTheBytes) {
   auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
   const CaseSpec spec = load_cases({path}).cases.at(0);
   const CaseFootprint need = case_footprint(spec, *backend, false);
-  // Two copies of every tensor's storage (the kernel's, and the reference's which ends as the
-  // expected state; prefix alone: 2 * 2^31 elements of 2 bytes) and the float64 output.
+  // Three copies of every tensor's storage (the kernel's, the reference's which ends as the
+  // expected state, and the inputs as made; prefix alone: 3 * 2^31 elements of 2 bytes), the
+  // output of the call on a finite poison, and the float64 output.
   ASSERT_TRUE(need.host_bytes);
-  EXPECT_GT(*need.host_bytes, 2 * 3 * (std::int64_t(1) << 31) * 2);
-  EXPECT_EQ(*need.host_bytes, 2 * *case_storage_bytes(spec.shape, spec.strides) + 3 * 8 * 8);
+  EXPECT_GT(*need.host_bytes, 3 * 3 * (std::int64_t(1) << 31) * 2);
+  const std::int64_t output_bytes = case_layouts(spec.shape, spec.strides).back().storage_elements() * 2;
+  EXPECT_EQ(*need.host_bytes, 3 * *case_storage_bytes(spec.shape, spec.strides) + output_bytes + 3 * 8 * 8);
   EXPECT_EQ(need.device_bytes, 0);
 }
 

@@ -53,6 +53,16 @@ inline std::string source_path(const std::string& relative) { return std::string
 // A command line as main would run it (without the program name).
 inline CommandOutput run_cli(const std::vector<std::string>& args) { return execute(parse(args), nullptr); }
 
+// The message of the UsageError a command line raises ("no usage error" where it raises none).
+inline std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    run_cli(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no usage error";
+}
+
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

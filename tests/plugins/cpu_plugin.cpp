@@ -3,6 +3,11 @@
 //   ATTNRES_PLUGIN_OK           the fixed production kernel: refuses rows that are not densely
 //                               packed with the exact message, honours every other stride
 //   ATTNRES_PLUGIN_HARDCODED    the seed bug: takes prefix, delta and output rows as H apart
+//   ATTNRES_PLUGIN_DAMAGES_THEN_REFUSES  the seed bug, then the fixed kernel's refusal with its
+//                               exact message: the damage is done before the guard
+//   ATTNRES_PLUGIN_READS_OUTPUT  writes fmaxf(what the output held, its value): right after a NaN
+//                               poison (fmaxf(NaN, x) is x), wrong after anything else
+//   ATTNRES_PLUGIN_REFUSES_EVERYTHING  refuses every call ("not implemented"), touching nothing
 //   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
 //   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
 //   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
@@ -48,7 +53,7 @@ void store(const DLTensor* t, std::int64_t offset, std::uint16_t bits) {
 
 // Row stride of a [T, H] operand as this kernel reads it.
 std::int64_t row_stride(const DLTensor* t) {
-#if defined(ATTNRES_PLUGIN_HARDCODED)
+#if defined(ATTNRES_PLUGIN_HARDCODED) || defined(ATTNRES_PLUGIN_DAMAGES_THEN_REFUSES)
   return t->shape[1];
 #else
   return t->strides[0];
@@ -56,6 +61,10 @@ std::int64_t row_stride(const DLTensor* t) {
 }
 
 int run(const AttnResKernelCall* c) {
+#if defined(ATTNRES_PLUGIN_REFUSES_EVERYTHING)
+  std::snprintf(c->error, c->error_capacity, "test plugin: not implemented");
+  return ATTNRES_KERNEL_REFUSED;
+#endif
 #if defined(ATTNRES_PLUGIN_THROWS)
   throw std::runtime_error("test plugin: thrown on purpose");
 #elif defined(ATTNRES_PLUGIN_FAILS)
@@ -113,9 +122,17 @@ int run(const AttnResKernelCall* c) {
     }
     for (std::int64_t h = 0; h < hidden; ++h) {
       const float weight = c->output_norm_weight ? load(c->output_norm_weight, h) : 1.0f;
-      store(c->output, t * row_stride(c->output) + h, round_bf16(mixed[h] * scale * weight));
+#if defined(ATTNRES_PLUGIN_READS_OUTPUT)
+      const float value = std::fmax(load(c->output, t * row_stride(c->output) + h), mixed[h] * scale * weight);
+#else
+      const float value = mixed[h] * scale * weight;
+#endif
+      store(c->output, t * row_stride(c->output) + h, round_bf16(value));
     }
   }
+#if defined(ATTNRES_PLUGIN_DAMAGES_THEN_REFUSES)
+  if (refuse_unless_packed(c)) return ATTNRES_KERNEL_REFUSED;
+#endif
   return ATTNRES_KERNEL_OK;
 }
 

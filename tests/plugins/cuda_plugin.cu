@@ -6,6 +6,9 @@
 // illegal address, a sticky error that ends the CUDA context (the tool must lose only that case).
 // ATTNRES_PLUGIN_CUDA_HANGS never finishes a call with 3 blocks, like a kernel waiting on a
 // barrier that never completes (the tool must kill its worker after --timeout, lose that case only).
+// ATTNRES_PLUGIN_CUDA_LATE_WRITER computes correctly on the stream it is given, then queues on a
+// non-blocking stream of its own a kernel that waits about 50 ms and adds 1 to every output
+// element: a tool that judges before every stream is done calls it correct.
 #include <attnres/kernel_abi.h>
 
 #include <cuda_bf16.h>
@@ -99,6 +102,16 @@ __global__ void attn_res_kernel(Operands o) {
 #endif
 }
 
+#if defined(ATTNRES_PLUGIN_CUDA_LATE_WRITER)
+__global__ void late_write_kernel(DLTensor output, long long tokens, long long hidden, long long row) {
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    for (int i = 0; i < 50; ++i) __nanosleep(1000000);
+  __syncthreads();
+  auto* out = reinterpret_cast<__nv_bfloat16*>(output.data) + blockIdx.x * row;
+  for (long long h = threadIdx.x; h < hidden; h += kThreads) out[h] = __float2bfloat16_rn(__bfloat162float(out[h]) + 1.0f);
+}
+#endif
+
 }  // namespace
 
 extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
@@ -136,6 +149,19 @@ extern "C" int attnres_kernel(const AttnResKernelCall* c) {
   const long long tokens = c->prefix->shape[0];
   if (tokens == 0) return ATTNRES_KERNEL_OK;
   attn_res_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
+#if defined(ATTNRES_PLUGIN_CUDA_LATE_WRITER)
+  static cudaStream_t own = [] {
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    return s;
+  }();
+  cudaEvent_t done;
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  cudaEventRecord(done, static_cast<cudaStream_t>(c->stream));
+  cudaStreamWaitEvent(own, done, 0);
+  cudaEventDestroy(done);
+  late_write_kernel<<<unsigned(tokens), kThreads, 0, own>>>(o.output, tokens, hidden, o.output_row);
+#endif
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) {
     std::snprintf(c->error, c->error_capacity, "launch failed: %s", cudaGetErrorString(status));
