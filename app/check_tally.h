@@ -76,12 +76,26 @@ struct OutputDifference {
   bf16_bits first_before = 0, first_now = 0;  // the other call's bits, this call's
 };
 
+// The spacing of bf16 values at |x| (2^(e-8) for |x| in [2^(e-1), 2^e); 0 at 0 and for values
+// that are not finite): a correct kernel's output is within about one of it of the reference.
+ATTNRES_HD double bf16_spacing(double x) {
+  const double a = fabs(x);
+  if (!(a > 0) || !is_finite_value(a)) return 0;
+  int exponent = 0;
+  frexp(a, &exponent);
+  return ldexp(1.0, exponent - 8);
+}
+
 // The output against the reference over the logical [T, H] elements.
 struct OutputTally {
   std::int64_t mismatched = 0, nan_count = 0, inf_count = 0;
   double max_abs_error = 0, max_rel_error = 0;
   std::int64_t worst_index = 0;  // t * H + h of the first element with the largest difference
   double worst_value = 0, worst_reference = 0;
+  // Over the elements where output and reference are both finite: the sums of out - ref and of
+  // bf16_spacing(ref), and how many.
+  double signed_error_sum = 0, spacing_sum = 0;
+  std::int64_t finite_pairs = 0;
 };
 
 }  // namespace attnres

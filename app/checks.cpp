@@ -26,6 +26,10 @@ Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::i
   c.worst_column = tally.worst_index % hidden;
   c.worst_value = tally.worst_value;
   c.worst_reference = tally.worst_reference;
+  if (tally.finite_pairs) {
+    c.mean_error = tally.signed_error_sum / double(tally.finite_pairs);
+    c.mean_spacing = tally.spacing_sum / double(tally.finite_pairs);
+  }
   return c;
 }
 
@@ -53,6 +57,11 @@ OutputTally tally_output_rows(const HostTensor& output, const std::vector<double
       }
       if (is_finite_value(difference) && want != 0.0)
         tally.max_rel_error = std::fmax(tally.max_rel_error, difference / std::fabs(want));
+      if (is_finite_value(got) && is_finite_value(want)) {
+        tally.signed_error_sum += got - want;
+        tally.spacing_sum += bf16_spacing(want);
+        ++tally.finite_pairs;
+      }
     }
   }
   return tally;
@@ -76,6 +85,9 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
     total.nan_count += p.nan_count;
     total.inf_count += p.inf_count;
     total.max_rel_error = std::fmax(total.max_rel_error, p.max_rel_error);
+    total.signed_error_sum += p.signed_error_sum;
+    total.spacing_sum += p.spacing_sum;
+    total.finite_pairs += p.finite_pairs;
     if (worsts[i] > worst) {
       worst = worsts[i];
       total.worst_index = p.worst_index;

@@ -2,6 +2,7 @@
 // tensor must be left in. Host loops here; the CUDA backend runs the same rules as device
 // reductions (app/device_checks.h), and both are worded by the functions here.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,8 +23,15 @@ struct Comparison {
   std::int64_t nan_count = 0, inf_count = 0;
   std::int64_t prefix_mismatches = 0, blocks_mismatches = 0;
   std::string first_prefix_mismatch, first_blocks_mismatch;
+  // The mean of out - ref, and of the bf16 spacing at ref, over the finite elements. A correct
+  // kernel rounds to bf16 once, with errors that average out: a mean error of more than
+  // kSystematicSpacings spacings is a bias (a +0.07 on every element passes the tolerance, and
+  // is wrong), whatever the tolerance says.
+  double mean_error = 0, mean_spacing = 0;
+  static constexpr double kSystematicSpacings = 2.0;
 
   bool within_tolerance() const { return mismatched == 0; }
+  bool systematic() const { return std::fabs(mean_error) > kSystematicSpacings * mean_spacing; }
   bool exact_state() const { return prefix_mismatches == 0 && blocks_mismatches == 0; }
   // "Mismatched elements: 3 / 2293760 (0.0%)", as torch.testing.assert_close words it.
   std::string mismatch_summary() const;

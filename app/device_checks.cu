@@ -191,10 +191,19 @@ __global__ void state_probe_kernel(DeviceTensorView t, TensorRole role, Pristine
 struct CompareTotals {
   unsigned long long mismatched, nan_count, inf_count, max_abs_bits, max_rel_bits;
   long long worst_index;
+  double signed_error_sum, spacing_sum;
+  unsigned long long finite_pairs;
 };
 
+// One atomic per warp, as add_to.
+__device__ void add_double_to(double* total, double value) {
+  for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_down_sync(0xffffffffu, value, offset);
+  if (threadIdx.x % 32 == 0 && value != 0.0) atomicAdd(total, value);
+}
+
 __global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol, CompareTotals* totals) {
-  unsigned long long mismatched = 0, nans = 0, infs = 0, max_abs = 0, max_rel = 0;
+  unsigned long long mismatched = 0, nans = 0, infs = 0, max_abs = 0, max_rel = 0, finite_pairs = 0;
+  double signed_errors = 0, spacings = 0;
   const std::int64_t columns = out.layout.columns;
   ATTNRES_GRID_STRIDE(i, out.layout.rows() * columns) {
     const double got = bf16_to_float(out.at(i / columns, i % columns));
@@ -205,7 +214,15 @@ __global__ void compare_kernel(DeviceTensorView out, const double* reference, do
     if (output_mismatch(got, want, difference, atol, rtol)) ++mismatched;
     max_abs = max(max_abs, order_bits(difference));
     if (is_finite_value(difference) && want != 0.0) max_rel = max(max_rel, order_bits(difference / fabs(want)));
+    if (is_finite_value(got) && is_finite_value(want)) {
+      signed_errors += got - want;
+      spacings += bf16_spacing(want);
+      ++finite_pairs;
+    }
   }
+  add_double_to(&totals->signed_error_sum, signed_errors);
+  add_double_to(&totals->spacing_sum, spacings);
+  add_to(&totals->finite_pairs, finite_pairs);
   add_to(&totals->mismatched, mismatched);
   add_to(&totals->nan_count, nans);
   add_to(&totals->inf_count, infs);
@@ -366,6 +383,9 @@ OutputTally compare_output_on_device(const DeviceTensorView& output, const doubl
   std::memcpy(&tally.max_abs_error, &result.max_abs_bits, sizeof(double));
   std::memcpy(&tally.max_rel_error, &result.max_rel_bits, sizeof(double));
   tally.worst_index = result.worst_index;
+  tally.signed_error_sum = result.signed_error_sum;
+  tally.spacing_sum = result.spacing_sum;
+  tally.finite_pairs = std::int64_t(result.finite_pairs);
   const std::int64_t t = tally.worst_index / output.layout.columns, h = tally.worst_index % output.layout.columns;
   tally.worst_value = bf16_to_float(read_element(&output.at(t, h), stream));
   tally.worst_reference = read_element(reference + tally.worst_index, stream);

@@ -71,8 +71,13 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
   spec.shape.block_write_idx = max_blocks > 0 && chance(rng, 0.5) ? int(uniform(rng, 0, max_blocks - 1)) : -1;
   spec.shape.has_delta = chance(rng, 0.7);
   spec.shape.has_output_norm = chance(rng, 0.7);
-  spec.eps = spec.output_norm_eps = chance(rng, 0.5) ? 1e-5 : 1e-6;
-  spec.shape.eps = spec.shape.output_norm_eps = float(spec.eps);
+  // The two eps apart as often as equal, one of them sometimes as large as small sources' mean
+  // square: a kernel that drops or swaps one computes another answer only then.
+  constexpr std::array<double, 3> eps_values{1e-5, 1e-6, 1e-3};
+  spec.eps = eps_values[std::size_t(uniform(rng, 0, 2))];
+  spec.output_norm_eps = chance(rng, 0.5) ? spec.eps : eps_values[std::size_t(uniform(rng, 0, 2))];
+  spec.shape.eps = float(spec.eps);
+  spec.shape.output_norm_eps = float(spec.output_norm_eps);
   spec.seed = rng();
   spec.strides.prefix = hidden + draw_padding(rng);
   spec.strides.delta = hidden + draw_padding(rng);
@@ -93,6 +98,17 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
   if (max_blocks > 0 && chance(rng, 0.7)) {
     std::vector<double>& block_scales = spec.distributions[int(InputTensor::blocks)].block_scales;
     for (int b = 0; b < max_blocks; ++b) block_scales.push_back(chance(rng, 0.1) ? 0.0 : scales[std::size_t(uniform(rng, 0, 3))]);
+  }
+  // Sources of RMS 0.01 (eps then matters), or a residual of bf16 denormals (p must be written
+  // back bit for bit, which a kernel flushing denormals to zero does not do).
+  const double pick = std::uniform_real_distribution<double>(0, 1)(rng);
+  if (pick < 0.15) {
+    spec.distributions[int(InputTensor::prefix)].std = 0.01;
+    spec.distributions[int(InputTensor::delta)].std = 0.001;
+    spec.distributions[int(InputTensor::blocks)].std = 0.01;
+  } else if (pick < 0.2) {
+    spec.distributions[int(InputTensor::prefix)].std = 2e-39;
+    spec.distributions[int(InputTensor::delta)].std = 1e-39;
   }
   spec.description = fmt::format("Drawn by attnres-check explore (trial {}).", index);
   return spec;

@@ -74,7 +74,10 @@ json result_json(const CaseResult& r) {
                        {"first_prefix_mismatch", c.first_prefix_mismatch},
                        {"blocks_exact", c.blocks_mismatches == 0},
                        {"blocks_mismatches", c.blocks_mismatches},
-                       {"first_blocks_mismatch", c.first_blocks_mismatch}};
+                       {"first_blocks_mismatch", c.first_blocks_mismatch},
+                       {"mean_error", json_number(c.mean_error)},
+                       {"mean_spacing", json_number(c.mean_spacing)},
+                       {"systematic", c.systematic()}};
   } else {
     j["comparison"] = nullptr;
   }
@@ -169,6 +172,9 @@ CaseResult result_from_json(const json& j) {
     out.first_prefix_mismatch = c.at("first_prefix_mismatch").get<std::string>();
     out.blocks_mismatches = count_of(c.at("blocks_mismatches"), "comparison/blocks_mismatches");
     out.first_blocks_mismatch = c.at("first_blocks_mismatch").get<std::string>();
+    // Reports of older versions have no means: no bias is read into them.
+    if (c.contains("mean_error")) out.mean_error = number_from_json(c.at("mean_error"));
+    if (c.contains("mean_spacing")) out.mean_spacing = number_from_json(c.at("mean_spacing"));
   }
   for (const json& v : j.at("violations"))
     r.violations.push_back({v.at("tensor").get<std::string>(), v.at("kind").get<std::string>(),

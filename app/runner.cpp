@@ -1,6 +1,7 @@
 #include "app/runner.h"
 
 #include <chrono>
+#include <cmath>
 #include <optional>
 
 #include <fmt/format.h>
@@ -41,6 +42,10 @@ std::string describe_comparison(const Comparison& c) {
   if (c.nan_count || c.inf_count) text += fmt::format("; {} NaN, {} Inf in output", c.nan_count, c.inf_count);
   if (c.prefix_mismatches) text += fmt::format("; prefix not bit-exact in {} elements (first {})", c.prefix_mismatches, c.first_prefix_mismatch);
   if (c.blocks_mismatches) text += fmt::format("; written block not bit-exact in {} elements (first {})", c.blocks_mismatches, c.first_blocks_mismatch);
+  if (c.systematic())
+    text += fmt::format("; systematic error: out - ref averages {:+.4g} where the reference's bf16 spacing averages {:.3g}, "
+                        "more than {:g} spacings; a correct kernel's rounding errors average out",
+                        c.mean_error, c.mean_spacing, Comparison::kSystematicSpacings);
   return text;
 }
 
@@ -205,7 +210,7 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
   } else if (!result.violations.empty()) {
     result.disposition = Disposition::memory_violation;
     result.detail = violations.substr(2) + "; " + describe_comparison(comparison) + reads_output;
-  } else if (!comparison.within_tolerance() || !comparison.exact_state() || !reads_output.empty()) {
+  } else if (!comparison.within_tolerance() || !comparison.exact_state() || comparison.systematic() || !reads_output.empty()) {
     result.disposition = Disposition::failed;
     result.detail = describe_comparison(comparison) + reads_output;
   } else {

@@ -28,6 +28,10 @@ enum class Mutation : int {
   hard_coded_row_stride,  // the seed's bug: prefix, delta and output rows taken as H apart
   float16_rounding,       // p and the output rounded through float16 before bf16
   eps_ignored,            // eps and output_norm_eps taken as 0
+  eps_swapped,            // eps where output_norm_eps belongs, and the other way round
+  p_flushed_to_zero,      // a denormal p written and used as 0 (flush-to-zero arithmetic)
+  tokens_past_65535_skipped,  // rows from 65535 on never computed (tokens on grid.y)
+  output_biased,          // 0.07 added to every output element: inside the tolerance
 };
 
 struct MutationInfo {
@@ -64,12 +68,15 @@ ATTNRES_HD void mutant_token(const AttnResArgs& args, Mutation mutation, std::in
   int written = s.block_write_idx;
   if (mutation == Mutation::wrong_write_index && written >= 0) written = written + 1 < s.max_blocks ? written + 1 : written - 1;
   const int block_sources = mutation == Mutation::source_off_by_one && s.num_blocks > 0 ? s.num_blocks - 1 : s.num_blocks;
-  const float eps = mutation == Mutation::eps_ignored ? 0.0f : s.eps;
-  const float output_eps = mutation == Mutation::eps_ignored ? 0.0f : s.output_norm_eps;
+  if (mutation == Mutation::tokens_past_65535_skipped && t >= 65535) return;
+  const float eps = mutation == Mutation::eps_ignored ? 0.0f : mutation == Mutation::eps_swapped ? s.output_norm_eps : s.eps;
+  const float output_eps =
+      mutation == Mutation::eps_ignored ? 0.0f : mutation == Mutation::eps_swapped ? s.eps : s.output_norm_eps;
 
   // p as stored (bf16) and as used as a source (float).
   auto p_stored = [&](std::int64_t h, float& as_source) {
-    const float sum = bf16_to_float(prefix[h]) + (delta ? bf16_to_float(delta[h]) : 0.0f);
+    float sum = bf16_to_float(prefix[h]) + (delta ? bf16_to_float(delta[h]) : 0.0f);
+    if (mutation == Mutation::p_flushed_to_zero && fabsf(sum) < 1.17549435e-38f) sum = copysignf(0.0f, sum);
     if (mutation == Mutation::p_not_rounded) {
       as_source = sum;
       return bf16_bits(float_bits(sum) >> 16);
@@ -132,6 +139,7 @@ ATTNRES_HD void mutant_token(const AttnResArgs& args, Mutation mutation, std::in
     const bool weighted = s.has_output_norm && mutation != Mutation::no_output_norm_weight;
     float out = mixed(h) * scale * (weighted ? bf16_to_float(args.output_norm_weight[h]) : 1.0f);
     if (mutation == Mutation::float16_rounding) out = round_through_float16(out);
+    if (mutation == Mutation::output_biased) out += 0.07f;
     args.output[t * st.output + h] = float_to_bf16(out);
   }
   // Every read is done: now prefix and the written block take p.

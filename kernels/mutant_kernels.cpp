@@ -21,6 +21,10 @@ const std::vector<MutationInfo>& mutations() {
       {Mutation::hard_coded_row_stride, "hard-coded-row-stride", "the seed's bug: prefix, delta and output rows taken as H apart"},
       {Mutation::float16_rounding, "float16-rounding", "p and the output rounded through float16 instead of straight to bf16"},
       {Mutation::eps_ignored, "eps-ignored", "eps and output_norm_eps taken as 0"},
+      {Mutation::eps_swapped, "eps-swapped", "eps used for the output norm and output_norm_eps for the keys"},
+      {Mutation::p_flushed_to_zero, "p-flushed-to-zero", "a denormal p written and used as 0, as flush-to-zero arithmetic does"},
+      {Mutation::tokens_past_65535_skipped, "tokens-past-65535-skipped", "rows from 65535 on never computed, as with tokens on grid.y"},
+      {Mutation::output_biased, "output-biased", "0.07 added to every output element, inside the tolerance"},
   };
   return all;
 }

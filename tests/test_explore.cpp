@@ -14,7 +14,8 @@ TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
   std::mt19937_64 a(7), b(7);
   const ExploreLimits limits;
   int empty = 0, single = 0, odd_padding = 0, native_hidden = 0, other_hidden = 0, scaled = 0, zero_slot = 0, writes = 0,
-      no_delta = 0, no_norm = 0, past_native_blocks = 0, block_major = 0, odd_offset = 0;
+      no_delta = 0, no_norm = 0, past_native_blocks = 0, block_major = 0, odd_offset = 0, distinct_eps = 0, small_rms = 0,
+      denormal = 0;
   for (int i = 0; i < 500; ++i) {
     const CaseSpec spec = draw_case(a, i, limits);
     const CaseSpec again = draw_case(b, i, limits);
@@ -40,9 +41,13 @@ TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
     block_major += spec.strides.blocks_token < spec.strides.blocks_row;
     odd_offset += std::count_if(std::begin(spec.strides.storage_offset), std::end(spec.strides.storage_offset),
                                 [](std::int64_t offset) { return offset % 2 == 1; }) > 0;
+    distinct_eps += spec.eps != spec.output_norm_eps;
+    const double prefix_std = spec.distributions[int(InputTensor::prefix)].std;
+    small_rms += prefix_std == 0.01;
+    denormal += prefix_std < 1.1754943508222875e-38;
   }
   for (int count : {empty, single, odd_padding, native_hidden, other_hidden, scaled, zero_slot, writes, no_delta, no_norm,
-                    past_native_blocks, block_major, odd_offset})
+                    past_native_blocks, block_major, odd_offset, distinct_eps, small_rms, denormal})
     EXPECT_GT(count, 5);
 }
 

@@ -29,13 +29,14 @@ TEST(Mutants, Float16RoundingMatchesIeeeHalf) {
 TEST(Mutants, NamesAreUniqueAndSelectable) {
   std::set<std::string> names;
   for (const MutationInfo& m : mutations()) names.insert(mutant_kernel_name(m.mutation));
-  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.size(), 16u);
   EXPECT_EQ(mutant_kernel_name(Mutation::none), "mutant:none");
   EXPECT_EQ(mutant_kernel_name(Mutation::eps_ignored), "mutant:eps-ignored");
 }
 
 // Small cases, each aimed at what the default N(0, 1) draws let through: sources of differing
-// RMS, padded rows, a zero slot, logits in the hundreds; and one the unmutated kernel fails.
+// RMS, padded rows, a zero slot, logits in the hundreds, eps that matters (and differs from
+// output_norm_eps), a denormal residual, rows past 65535; and one the unmutated kernel fails.
 std::vector<CaseSpec> aimed_cases() {
   auto make = [](const char* name, int blocks, std::uint64_t seed) {
     CaseSpec spec = default_case(name, 3, 512, blocks + 1, blocks);
@@ -53,9 +54,19 @@ std::vector<CaseSpec> aimed_cases() {
   CaseSpec large_logits = make("large-logits", 3, 4);
   for (InputTensor t : {InputTensor::prefix, InputTensor::blocks}) large_logits.distributions[int(t)].mean = 1.0;
   large_logits.distributions[int(InputTensor::qk_weight)] = DistributionSpec{DistributionKind::normal, 4.0, 0.1};
+  CaseSpec distinct_eps = make("distinct-eps", 2, 6);
+  distinct_eps.eps = 1e-3;
+  distinct_eps.shape.eps = 1e-3f;
+  for (InputTensor t : {InputTensor::prefix, InputTensor::blocks}) distinct_eps.distributions[int(t)].std = 0.02;
+  distinct_eps.distributions[int(InputTensor::delta)].std = 0.005;
+  CaseSpec denormal = make("denormal", 1, 7);
+  denormal.distributions[int(InputTensor::prefix)].std = 2e-39;
+  denormal.distributions[int(InputTensor::delta)].std = 1e-39;
+  CaseSpec many_tokens = default_case("many-tokens", 70000, 8, 2, 1);
+  many_tokens.seed = 8;
   CaseSpec reject = make("expects-reject", 1, 5);
   reject.expect = Expectation::reject;
-  return {depth, padded, zero_slot, large_logits, reject};
+  return {depth, padded, zero_slot, large_logits, distinct_eps, denormal, many_tokens, reject};
 }
 
 std::vector<std::string> survivors(const MutationScore& score) {
@@ -82,27 +93,33 @@ class MutantScore : public ::testing::Test {
 
 TEST_F(MutantScore, AimedCasesKillEveryMutantAndLeaveOutWhatTheUnmutatedKernelFails) {
   const MutationScore s = score(aimed_cases());
-  EXPECT_EQ(s.cases, 5);
+  EXPECT_EQ(s.cases, 8);
   ASSERT_EQ(s.left_out.size(), 1u);
   EXPECT_EQ(s.left_out[0].name, "expects-reject");
   EXPECT_EQ(s.left_out[0].disposition, Disposition::not_rejected);
   EXPECT_EQ(survivors(s), std::vector<std::string>{});
-  EXPECT_EQ(s.killed(), 12);
+  EXPECT_EQ(s.killed(), 16);
   EXPECT_DOUBLE_EQ(s.percent(), 100.0);
   for (const MutantOutcome& m : s.mutants)
     for (const CaseResult& r : m.killed_by) EXPECT_FALSE(meets_expectation(r.disposition)) << m.name << " " << r.name;
 }
 
-// Each aimed case is the only one that catches its mutant: without it, exactly that one survives.
+// Each aimed case is the only one that catches its mutant: without it, exactly that one survives
+// (eps-ignored has three; a bias shows in every case).
 TEST_F(MutantScore, WithoutItsCaseTheMutantSurvives) {
-  EXPECT_EQ(survivors(score(without(aimed_cases(), "zero-slot"))), std::vector<std::string>{"eps-ignored"});
+  // Dropping eps shows wherever a source's mean square is 0 or near eps: three cases.
+  EXPECT_EQ(survivors(score(without(without(without(aimed_cases(), "zero-slot"), "distinct-eps"), "denormal"))),
+            (std::vector<std::string>{"eps-ignored", "eps-swapped", "p-flushed-to-zero"}));
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "distinct-eps"))), std::vector<std::string>{"eps-swapped"});
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "denormal"))), std::vector<std::string>{"p-flushed-to-zero"});
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "many-tokens"))), std::vector<std::string>{"tokens-past-65535-skipped"});
   EXPECT_EQ(survivors(score(without(aimed_cases(), "large-logits"))), std::vector<std::string>{"softmax-without-max"});
   EXPECT_EQ(survivors(score(without(aimed_cases(), "padded"))), std::vector<std::string>{"hard-coded-row-stride"});
   const MutationScore s = score(without(aimed_cases(), "padded"));
-  EXPECT_EQ(s.killed(), 11);
+  EXPECT_EQ(s.killed(), 15);
   const nlohmann::json j = mutation_score_json(s);
-  EXPECT_EQ(j["killed"], 11);
-  EXPECT_EQ(j["total"], 12);
+  EXPECT_EQ(j["killed"], 15);
+  EXPECT_EQ(j["total"], 16);
   EXPECT_EQ(j["mutants"][9]["name"], "hard-coded-row-stride");
   EXPECT_EQ(j["mutants"][9]["killed"], false);
   EXPECT_NE(mutation_score_text(s).find("hard-coded-row-stride    SURVIVED"), std::string::npos);

@@ -2,6 +2,7 @@
 // run the bundled cases; the seed bug is caught; broken plugins are clear errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +122,36 @@ TEST(Plugins, AKernelThatReadsItsOutputFails) {
     EXPECT_NE(c["detail"].get<std::string>().find("its output depends on what the output held before the call"),
               std::string::npos)
         << c["detail"];
+  }
+}
+
+// +0.07 on every element is inside atol 8e-2, yet a correct bf16 kernel's errors average out:
+// the mean error against the reference's bf16 spacing tells them apart.
+TEST(Plugins, ABiasInsideTheToleranceFails) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend",
+                                     "cpu", "--kernel", plugin("biased"), "--json", report});
+  EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
+  const json written = json::parse(read_file(report));
+  ASSERT_FALSE(written["cases"].empty());
+  int inside_tolerance = 0;
+  for (const json& c : written["cases"]) {
+    EXPECT_EQ(c["disposition"], "failed") << c["name"];
+    EXPECT_TRUE(c["comparison"]["systematic"].get<bool>()) << c["name"];
+    EXPECT_NEAR(c["comparison"]["mean_error"].get<double>(), 0.07, 0.01) << c["name"];
+    EXPECT_NE(c["detail"].get<std::string>().find("systematic error: out - ref averages +0.07"), std::string::npos)
+        << c["detail"];
+    inside_tolerance += c["comparison"]["mismatched"] == 0;
+  }
+  EXPECT_GT(inside_tolerance, 0);
+  // The fixed kernel on the same cases: no bias.
+  const CommandOutput fixed = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                       "--backend", "cpu", "--kernel", plugin("ok"), "--json", report});
+  EXPECT_EQ(fixed.exit_code, kExitOk) << fixed.text;
+  for (const json& c : json::parse(read_file(report))["cases"]) {
+    EXPECT_FALSE(c["comparison"]["systematic"].get<bool>()) << c["name"];
+    EXPECT_LT(std::fabs(c["comparison"]["mean_error"].get<double>()), c["comparison"]["mean_spacing"].get<double>());
   }
 }
 

@@ -7,6 +7,8 @@
 //                               exact message: the damage is done before the guard
 //   ATTNRES_PLUGIN_READS_OUTPUT  writes fmaxf(what the output held, its value): right after a NaN
 //                               poison (fmaxf(NaN, x) is x), wrong after anything else
+//   ATTNRES_PLUGIN_BIASED       adds 0.07 to every output element: inside the tolerance (8e-2),
+//                               and wrong
 //   ATTNRES_PLUGIN_REFUSES_EVERYTHING  refuses every call ("not implemented"), touching nothing
 //   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
 //   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
@@ -124,6 +126,8 @@ int run(const AttnResKernelCall* c) {
       const float weight = c->output_norm_weight ? load(c->output_norm_weight, h) : 1.0f;
 #if defined(ATTNRES_PLUGIN_READS_OUTPUT)
       const float value = std::fmax(load(c->output, t * row_stride(c->output) + h), mixed[h] * scale * weight);
+#elif defined(ATTNRES_PLUGIN_BIASED)
+      const float value = mixed[h] * scale * weight + 0.07f;
 #else
       const float value = mixed[h] * scale * weight;
 #endif
