@@ -75,8 +75,10 @@ RegularFileBuffer::int_type RegularFileBuffer::underflow() {
 std::streamsize RegularFileBuffer::xsgetn(char* data, std::streamsize count) {
   // What is buffered first, then large reads straight into the caller's memory.
   std::streamsize done = std::min<std::streamsize>(count, egptr() - gptr());
-  std::memcpy(data, gptr(), std::size_t(done));
-  gbump(int(done));
+  if (done > 0) {  // nothing buffered yet: gptr() is null
+    std::memcpy(data, gptr(), std::size_t(done));
+    gbump(int(done));
+  }
   if (done < count) {
     const ssize_t got = read_some(fd_, data + done, std::size_t(count - done));
     if (got > 0) done += got;

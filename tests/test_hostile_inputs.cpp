@@ -352,9 +352,9 @@ TEST(Signals, ASecondSignalEndsTheProcessAtOnce) {
   Child tool = start_tool({"run", cases_with_a_hang(dir), "--backend", "cpu", "--kernel", plugin("hangs"), "--in-process"});
   ASSERT_GT(tool.pid, 0);
   ASSERT_NE(read_until(tool.out, "first").find("first"), std::string::npos);
-  ::usleep(200 * 1000);
+  ::usleep(1000 * 1000);  // the next case (2 tokens) is hanging long before this
   ::kill(tool.pid, SIGINT);
-  ::usleep(200 * 1000);
+  ::usleep(300 * 1000);
   ::kill(tool.pid, SIGINT);
   int status = 0;
   ::waitpid(tool.pid, &status, 0);
