@@ -525,7 +525,6 @@ void parse_case_text(std::string_view text, const std::string& file, LoadedCases
 
 namespace {
 
-
 // Every failure while reading one file becomes an error naming that file: one bad file never
 // costs the others their results.
 void load_file(const std::string& file, LoadedCases& out) {

@@ -301,5 +301,4 @@ OutputDifference output_bits_difference(const HostTensor& now, const HostTensor&
   return d;
 }
 
-
 }  // namespace attnres

@@ -165,6 +165,9 @@ void require_writable(const std::string& path) {
 }
 
 void require_distinct_files(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
+  std::vector<std::pair<const NamedPath*, FileIdentity>> input_identities;
+  for (const NamedPath& input : inputs)
+    if (!input.second.empty()) input_identities.emplace_back(&input, identify(input.second));
   std::vector<std::pair<const NamedPath*, FileIdentity>> seen;
   for (const NamedPath& output : outputs) {
     if (output.second.empty()) continue;
@@ -173,10 +176,10 @@ void require_distinct_files(const std::vector<NamedPath>& outputs, const std::ve
       if (identity == other_identity)
         throw std::invalid_argument(fmt::format("{} and {} name the same file ({}): each report needs a file of its own",
                                                 other->first, output.first, output.second));
-    for (const NamedPath& input : inputs)
-      if (!input.second.empty() && identify(input.second) == identity)
+    for (const auto& [input, input_identity] : input_identities)
+      if (input_identity == identity)
         throw std::invalid_argument(fmt::format("{} {} is the {} {}: refused, so that the input is not overwritten", output.first,
-                                                output.second, input.first, input.second));
+                                                output.second, input->first, input->second));
     seen.emplace_back(&output, identity);
   }
 }

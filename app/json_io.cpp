@@ -42,11 +42,12 @@ struct Frame {
   std::set<std::string> keys;
 };
 
-std::string pointer_of(const std::vector<Frame>& frames, const std::string& last_key) {
+// The JSON pointer of the member or element each of the first `count` frames is reading.
+std::string pointer_of(const std::vector<Frame>& frames, std::size_t count) {
   std::string pointer;
-  for (std::size_t i = 0; i + 1 < frames.size(); ++i)
+  for (std::size_t i = 0; i < count; ++i)
     pointer += "/" + (frames[i].array ? std::to_string(frames[i].index) : escape_pointer_token(frames[i].key));
-  return pointer + "/" + escape_pointer_token(last_key);
+  return pointer;
 }
 
 }  // namespace
@@ -60,11 +61,8 @@ json parse_json_strict(std::string_view text, const JsonLimits& limits) {
     ++frames.back().index;
   };
   auto open = [&](bool array) {
-    if (int(frames.size()) >= limits.max_depth) {
-      std::string pointer;
-      for (const Frame& f : frames) pointer += "/" + (f.array ? std::to_string(f.index) : escape_pointer_token(f.key));
-      throw JsonInputError(pointer, fmt::format("nested deeper than {} levels", limits.max_depth));
-    }
+    if (int(frames.size()) >= limits.max_depth)
+      throw JsonInputError(pointer_of(frames, frames.size()), fmt::format("nested deeper than {} levels", limits.max_depth));
     frames.emplace_back();
     frames.back().array = array;
   };
@@ -76,7 +74,7 @@ json parse_json_strict(std::string_view text, const JsonLimits& limits) {
         Frame& top = frames.back();
         top.key = parsed.get<std::string>();
         if (!top.keys.insert(top.key).second)
-          throw JsonInputError(pointer_of(frames, top.key), fmt::format("key {} given twice", quoted_literal(top.key)));
+          throw JsonInputError(pointer_of(frames, frames.size()), fmt::format("key {} given twice", quoted_literal(top.key)));
         break;
       }
       case json::parse_event_t::object_end:

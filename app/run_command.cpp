@@ -196,18 +196,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   }
   // SIGINT or SIGTERM: what was not judged is said to be so, and the reports are still written.
   const int signal = interrupt_signal();
-  for (std::size_t i = results.size(); signal && i < cases.size(); ++i) {
-    CaseResult r;
-    r.name = cases[i].name;
-    r.location = cases[i].location();
-    r.seed = cases[i].seed;
-    r.backend = context.backend;
-    r.device = context.device;
-    r.kernel = inv.backend.kernel.empty() ? "none" : inv.backend.kernel;
-    r.disposition = Disposition::not_run;
-    r.detail = interrupted_detail(signal);
-    judged(r);
-  }
+  for (std::size_t i = results.size(); signal && i < cases.size(); ++i)
+    judged(unjudged_result(cases[i], context.backend, context.device, inv.backend.kernel, Disposition::not_run,
+                           interrupted_detail(signal)));
   if (results.empty()) emit(table_header(context, style));
   out.text += table_footer(results, loaded.errors, style);
 

@@ -289,6 +289,20 @@ void record_exception(CaseResult& result) {
 
 }  // namespace
 
+CaseResult unjudged_result(const CaseSpec& spec, const std::string& backend, const std::string& device,
+                           const std::string& kernel, Disposition disposition, const std::string& detail) {
+  CaseResult r;
+  r.name = spec.name;
+  r.location = spec.location();
+  r.seed = spec.seed;
+  r.backend = backend;
+  r.device = device;
+  r.kernel = kernel.empty() ? "none" : kernel;
+  r.disposition = disposition;
+  r.detail = detail;
+  return r;
+}
+
 CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
                     std::optional<CaseArtifacts>* artifacts) {
   const auto start = std::chrono::steady_clock::now();

@@ -67,6 +67,11 @@ std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& b
 // run, or whose run lost the device): asks the device nothing.
 std::optional<std::string> host_inputs_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options);
 
+// The result of a case that was never judged (its worker process lost, the run interrupted): what
+// the case is, where it was to run, `disposition` and `detail`.
+CaseResult unjudged_result(const CaseSpec& spec, const std::string& backend, const std::string& device,
+                           const std::string& kernel, Disposition disposition, const std::string& detail);
+
 // `inputs`: replay these instead of generating them. `artifacts`: filled when the kernel ran.
 // A case over the memory budget is not-run, with the bytes it needs and the budget.
 CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& options,

@@ -165,7 +165,9 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, CaseRunner& runner, con
 CommandOutput shrink_command(const Invocation& inv) {
   CommandOutput out;
   const CaseSpec spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
-  require_writable_reports({{"--out", inv.shrink.out_path}}, {{"case file", inv.shrink.case_path}});
+  // The shrunk case keeps the name with "-shrunk" (shrink_case): where it goes is known now.
+  const std::string path = inv.shrink.out_path.empty() ? spec.name + "-shrunk.json" : inv.shrink.out_path;
+  require_writable_reports({{"--out", path}}, {{"case file", inv.shrink.case_path}});
   const std::unique_ptr<CaseRunner> runner =
       make_case_runner(inv.backend, case_run_options(inv, inv.shrink.no_layout_guard), out.notes);
   const ShrinkOutcome shrunk = shrink_case(spec, *runner, inv.shrink.verdict);
@@ -174,7 +176,6 @@ CommandOutput shrink_command(const Invocation& inv) {
     out.exit_code = kExitUnmet;
     return out;
   }
-  const std::string path = inv.shrink.out_path.empty() ? shrunk.shrunk->name + ".json" : inv.shrink.out_path;
   if (is_standard_output(path)) {
     out.text += dump_json(case_to_json(*shrunk.shrunk), 2) + "\n";
     return out;

@@ -263,17 +263,10 @@ struct Deadline {
 
 // The result of a case whose worker process was lost while running it (`how`).
 CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device, const std::string& kernel,
-                     const std::string& how, std::chrono::steady_clock::time_point start) {
-  CaseResult r;
-  r.name = spec.name;
-  r.location = spec.location();
-  r.seed = spec.seed;
-  r.backend = backend;
-  r.device = device;
-  r.kernel = kernel.empty() ? "none" : kernel;
+                     const std::string& how, std::chrono::steady_clock::time_point start,
+                     Disposition disposition = Disposition::error) {
+  CaseResult r = unjudged_result(spec, backend, device, kernel, disposition, how);
   r.dispatch_reason = kernel.empty() ? "" : "--kernel " + kernel;
-  r.disposition = Disposition::error;
-  r.detail = how;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -360,11 +353,9 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
       for (Slot& slot : slots) {
         if (!slot.running) continue;
         if (slot.worker) slot.worker->kill();
-        CaseResult r = lost_case(cases[*slot.running], slot.backend, slot.device_name, options.kernel,
-                                 interrupted_detail(signal), slot.start);
-        r.disposition = Disposition::not_run;
         slot.worker.reset();
-        finish(slot, std::move(r));
+        finish(slot, lost_case(cases[*slot.running], slot.backend, slot.device_name, options.kernel, interrupted_detail(signal),
+                               slot.start, Disposition::not_run));
       }
       break;
     }

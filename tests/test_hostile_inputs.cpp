@@ -170,6 +170,14 @@ TEST(HostileOutputs, AReportNamingAnInputOrAnotherReportIsRefusedBeforeAnyCaseRu
   EXPECT_EQ(read_file(report), before);
   error = usage_error({"shrink", case_path, "--out", case_path, "--backend", "cpu"});
   EXPECT_NE(error.find("--out " + case_path + " is the case file"), std::string::npos) << error;
+  // Without --out the shrunk case goes to <name>-shrunk.json here: that may be the input too.
+  const fs::path before_cwd = fs::current_path();
+  fs::current_path(dir.path());
+  const std::string shrunk_named = dir.file("one-shrunk.json", case_text);
+  error = usage_error({"shrink", "one-shrunk.json", "--backend", "cpu"});
+  fs::current_path(before_cwd);
+  EXPECT_NE(error.find("--out one-shrunk.json is the case file one-shrunk.json"), std::string::npos) << error;
+  EXPECT_EQ(read_file(shrunk_named), case_text);
 }
 
 // --- Stack, memory and time out of proportion to the input -------------------------------------
