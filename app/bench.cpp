@@ -398,8 +398,8 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       if (under_test.entry) {
         kernel_cells = " n/a | n/a | n/a | n/a |";
         if (const auto why = under_test.entry->cannot_implement(shape, a0.strides, device)) {
-          point["kernel"] = {{"name", under_test.name}, {"not_run", *why}};
-          check += ", kernel not run: " + *why;
+          point["kernel"] = {{"name", under_test.name}, {"not_run", why->reason}};
+          check += ", kernel not run: " + why->reason;
         } else {
           const auto external = [&](const AttnResArgs& a, cudaStream_t s) { under_test.entry->launch(a, LaunchOptions{}, s); };
           std::string kernel_check, timed = "graph";

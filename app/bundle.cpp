@@ -53,7 +53,8 @@ json environment(const Backend& backend, const BackendOptions& options) {
           {"native_images_in_build", compiled_native_images()},
           {"host", fmt::format("{} {} {}", host.sysname, host.release, host.machine)},
           {"torch_library", options.torch_library},
-          {"signature", options.signature}};
+          {"signature", options.signature},
+          {"profile", options.profile}};
 }
 
 // One shell word whatever `text` holds: as is where every character is safe unquoted, else in
@@ -74,6 +75,7 @@ std::string backend_flags(const BackendOptions& backend) {
   if (!backend.kernel.empty()) flags += " --kernel " + shell_word(backend.kernel);
   if (!backend.torch_library.empty()) flags += " --torch-library " + shell_word(backend.torch_library);
   if (backend.kernel.rfind("python:", 0) == 0) flags += " --signature " + backend.signature;
+  if (!backend.profile.empty()) flags += " --profile " + shell_word(backend.profile);
   if (backend.backend == "cpu") {
     flags += " --device-model " + shell_word(backend.device_model);
     if (backend.native_images) flags += " --native-images " + shell_word(*backend.native_images);
@@ -107,8 +109,8 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += "- input checksums (logical elements; mix64sum, docs/cases.md):\n";
   for (const auto& [name, sum] : r.input_checksums) md += fmt::format("  - `{}`: `{}`\n", name, sum);
   md += "\n## What came out\n\n";
-  md += fmt::format("- verdict: **{}** (expected: {})\n", to_string(r.disposition),
-                    spec.expect == Expectation::reject ? "rejection" : "pass");
+  md += fmt::format("- verdict: **{}** (the kernel had to {})\n", to_string(r.disposition),
+                    printable(r.expectation.empty() ? std::string("run it: it was not judged") : r.expectation));
   md += fmt::format("- kernel: {} — {}\n", printable(r.kernel), printable(r.dispatch_reason));
   if (r.rejection) md += "- rejected before launch with this message:\n\n" + fenced(*r.rejection) + "\n";
   if (r.comparison) {

@@ -30,6 +30,12 @@ struct ReferenceSummary {
   std::optional<std::pair<std::int64_t, double>> first_non_finite;
 };
 
+// What the probe call (CaseWorkspace::run_probe_call) showed besides its output.
+struct ProbeCall {
+  bool refused = false;
+  std::vector<Violation> canaries_overwritten;  // guard and padding elements written
+};
+
 // Inputs that come from elsewhere (a safetensors replay) instead of the generator: made only
 // once the case is known to fit its memory budget; `held_bytes` is what their source holds.
 struct InputSource {
@@ -55,12 +61,13 @@ class CaseWorkspace {
   virtual void restore_inputs() = 0;
   // Throws KernelRejection when the kernel refuses, KernelFailure or CudaError when it fails.
   virtual void run_kernel(KernelEntry& kernel, const LaunchOptions& options) = 0;
-  // A call whose output holds kFinitePoisonBits instead of NaN before it; its output is kept, and
-  // the inputs are restored as made for the judged call. Throws as run_kernel does (the inputs
-  // are then restored too).
-  virtual void run_kernel_on_finite_poison(KernelEntry& kernel, const LaunchOptions& options) = 0;
-  // After run_kernel: the logical output elements whose bits differ from that call's.
-  virtual OutputDifference difference_from_finite_poison_call() = 0;
+  // The probe call, made before the judged one on the same inputs with everything around them
+  // changed: the output holds kFinitePoisonBits instead of NaN, and guards and padding hold
+  // patterned_canary(canary_seed, ...) instead of kCanaryBits. Its output is kept, and the inputs
+  // are restored as made for the judged call. Throws as run_kernel does, except on a refusal.
+  virtual ProbeCall run_probe_call(KernelEntry& kernel, const LaunchOptions& options, std::uint64_t canary_seed) = 0;
+  // After run_kernel: the logical output elements whose bits differ from the probe call's.
+  virtual OutputDifference difference_from_probe_call() = 0;
   virtual Comparison compare(double atol, double rtol) = 0;
   // |out - ref| pooled into cells (run --html draws it); after run_kernel.
   virtual ErrorMap error_map(double atol, double rtol) = 0;

@@ -301,4 +301,45 @@ OutputDifference output_bits_difference(const HostTensor& now, const HostTensor&
   return d;
 }
 
+namespace {
+
+// `visit(offset)` on every guard and padding element of `t`, in storage order.
+template <class Visit>
+void for_each_canary(const HostTensor& t, Visit&& visit) {
+  for (std::int64_t k = -t.guard(); k < 0; ++k) visit(k);
+  for_each_storage_run(t, 0, t.nesting().major, [&](std::int64_t begin, std::int64_t end, std::int64_t, bool logical) {
+    if (!logical)
+      for (std::int64_t offset = begin; offset < end; ++offset) visit(offset);
+  });
+  for (std::int64_t k = 0; k < t.guard(); ++k) visit(t.span() + k);
+}
+
+}  // namespace
+
+void fill_patterned_canaries(CaseTensors& tensors, std::uint64_t seed) {
+  const std::vector<HostTensor*> all = tensors.all();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    HostTensor& t = *all[i];
+    for_each_canary(t, [&](std::int64_t offset) { t.base()[offset] = patterned_canary(seed, int(i), offset); });
+  }
+}
+
+ExactnessReport check_patterned_canaries(const CaseTensors& tensors, std::uint64_t seed) {
+  const std::vector<const HostTensor*> all = tensors.all();
+  std::vector<TensorTally> tallies;
+  std::vector<TensorLayout> layouts;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const HostTensor& t = *all[i];
+    TensorTally tally;
+    for_each_canary(t, [&](std::int64_t offset) {
+      const bf16_bits got = t.base()[offset], want = patterned_canary(seed, int(i), offset);
+      const int kind = damage_at(offset, t.span(), false, false, false, got, want);
+      if (kind >= 0) add_damage(tally, kind, offset, got, want);
+    });
+    tallies.push_back(tally);
+    layouts.push_back(t);
+  }
+  return exactness_report(tallies, layouts, tensors.shape, false);
+}
+
 }  // namespace attnres

@@ -99,4 +99,9 @@ OutputDifference output_bits_difference(const HostTensor& now, const HostTensor&
 // After a refusal: `after` against the tensors as they were before the call, every element.
 ExactnessReport check_untouched(const CaseTensors& after, const CaseTensors& before);
 
+// The probe call's canaries: every guard and padding element set to patterned_canary(seed, i,
+// offset), i the tensor's CaseTensors::all() index; and those that no longer hold it.
+void fill_patterned_canaries(CaseTensors& tensors, std::uint64_t seed);
+ExactnessReport check_patterned_canaries(const CaseTensors& tensors, std::uint64_t seed);
+
 }  // namespace attnres

@@ -85,6 +85,10 @@ void add_kernel_options(CLI::App* command, BackendOptions& options) {
                       "(keyword scalars, writes a caller-owned out=)")
       ->check(CLI::IsMember({"vllm", "flashinfer"}))
       ->capture_default_str();
+  command->add_option("--profile", options.profile,
+                      "with an external --kernel: what it declares it refuses, a preset (vllm-op: must refuse rows "
+                      "that are not densely packed with the op's exact message; vllm-dispatch, flashinfer: computes "
+                      "every layout) or a JSON profile file (docs/plugins.md); default: it must compute every case");
 }
 
 // The commands that take one case of one file: repro and shrink.
@@ -331,6 +335,10 @@ Invocation parse(const std::vector<std::string>& args) {
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
   if (!inv.backend.torch_library.empty() && inv.backend.kernel.rfind("torch-op:", 0) != 0)
     throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
+  if (!inv.backend.profile.empty() && !is_external_kernel(inv.backend.kernel))
+    throw UsageError("--profile goes with an external --kernel (so:, torch-op: or python:); the built-in kernels declare their own");
+  if (!inv.backend.profile.empty() && !preset_preconditions(inv.backend.profile))
+    inv.backend.profile = std::filesystem::absolute(inv.backend.profile).lexically_normal().string();
   // Library paths are file paths from the working directory (not dlopen's search path), held
   // absolute so that a bundle's replay.sh and environment.json name the same file from elsewhere.
   const auto absolute = [](const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); };

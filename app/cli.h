@@ -28,6 +28,7 @@ struct BackendOptions {
   std::string kernel;
   std::string torch_library;         // torch-op: the library that registers the op (dlopen'ed first)
   std::string signature = "vllm";    // python: how the function is called (vllm | flashinfer)
+  std::string profile;               // external kernel: a preset or a profile file (app/kernel_profile.h)
   int device = 0;                    // CUDA ordinal
   double timeout_seconds = 900;      // a case in a worker process with no answer by then is an error; 0: no limit
 };

@@ -11,6 +11,7 @@
 #include "app/case_spec.h"
 #include "app/file_output.h"
 #include "app/json_io.h"
+#include "app/kernel_profile.h"
 #include "app/plugin_kernel.h"
 #include "app/report.h"
 #include "app/runner.h"
@@ -43,8 +44,12 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
                                  "torch-op:NAMESPACE::OP, python:MODULE:FUNCTION)",
                                  kernel, fmt::join(backend->kernels().names(), ", ")));
   try {
-    backend->add_kernel(load_external_kernel(kernel, {options.torch_library, options.signature, backend->operand_place()}));
+    ExternalKernelOptions external{options.torch_library, options.signature, backend->operand_place()};
+    if (!options.profile.empty()) external.preconditions = load_kernel_profile(options.profile);
+    backend->add_kernel(load_external_kernel(kernel, external));
   } catch (const PluginError& e) {
+    throw UsageError(e.what());
+  } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
   return backend;
@@ -65,8 +70,10 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<Case
   for (const CaseSpec& spec : cases) {
     if (under_test) {
       const auto why = under_test->cannot_implement(spec.shape, spec.strides, device);
-      text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, why ? "not-run" : "runs",
-                          printable(why ? *why : under_test->name()));
+      std::string expectation;
+      if (!why) judged_spec(spec, under_test->preconditions(), expectation);
+      const char* verdict = !why ? "runs" : why->kind == Unsupported::Kind::signature ? "skipped" : "not-run";
+      text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, verdict, printable(why ? why->reason : "expected to " + expectation));
       continue;
     }
     DispatchRequest request;
@@ -76,7 +83,12 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<Case
     request.layout_guard = spec.layout_guard;
     const DispatchDecision d = dispatch(device, backend.native_images(), request);
     const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
-    text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, path, printable(d.reason));
+    std::string expectation;
+    if (d.path != KernelPath::none)
+      judged_spec(spec, d.path == KernelPath::native || d.hard_coded_row_stride ? native_preconditions() : portable_preconditions(),
+                  expectation);
+    text += fmt::format("  {:<{}} {:<9} {}{}\n", printable(spec.name), width, path, printable(d.reason),
+                        expectation.empty() ? "" : printable("; expected to " + expectation));
   }
   for (const CaseLoadError& e : load_errors) text += fmt::format("  bad case: {}\n", printable(e.to_string()));
   return text;
@@ -122,8 +134,9 @@ int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<
   if (!load_errors.empty()) return kExitBadInput;
   const RunSummary summary = summarize(results, load_errors);
   const int not_run = summary.by_disposition[int(Disposition::not_run)];
+  const int skipped = summary.by_disposition[int(Disposition::skipped)];
   // A gate that judged nothing is not green, whatever it allows.
-  if (allow_not_run && summary.total > 0 && not_run == summary.total) return kExitNoCases;
+  if (summary.total > 0 && not_run + skipped == summary.total && (allow_not_run || not_run == 0)) return kExitNoCases;
   return summary.total - summary.met - (allow_not_run ? not_run : 0) == 0 ? kExitOk : kExitUnmet;
 }
 

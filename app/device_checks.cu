@@ -181,6 +181,36 @@ __global__ void check_kernel(DeviceTensorView t, TensorRole role, PristineValues
   }
 }
 
+// Logical elements keep what they hold.
+__global__ void fill_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t seed, int tensor) {
+  const std::int64_t span = t.layout.span();
+  ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
+    const std::int64_t offset = i - t.guard;
+    if (offset >= 0 && offset < span && t.layout.locate(offset).logical) continue;
+    t.base[offset] = patterned_canary(seed, tensor, offset);
+  }
+}
+
+__global__ void check_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t seed, int tensor, CheckTotals* totals) {
+  unsigned long long count[kDamageKinds] = {};
+  long long first[kDamageKinds];
+  for (int k = 0; k < kDamageKinds; ++k) first[k] = kNoOffset;
+  const std::int64_t span = t.layout.span();
+  ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
+    const std::int64_t offset = i - t.guard;
+    if (offset >= 0 && offset < span && t.layout.locate(offset).logical) continue;
+    const int kind = damage_at(offset, span, false, false, false, t.base[offset], patterned_canary(seed, tensor, offset));
+    if (kind >= 0) {
+      ++count[kind];
+      first[kind] = min(first[kind], (long long)offset);
+    }
+  }
+  for (int k = 0; k < kDamageKinds; ++k) {
+    add_to(&totals->count[k], count[k]);
+    min_to(&totals->first[k], first[k]);
+  }
+}
+
 __global__ void state_probe_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
                                    std::int64_t offset, bf16_bits* got_want) {
   bool logical = false, state_row = false;
@@ -334,6 +364,30 @@ std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t st
   checksum_kernel<<<grid_for(tensor.layout.rows() * tensor.layout.columns), kThreads, 0, stream>>>(tensor, sum.get());
   ATTNRES_CHECK_LAUNCH("checksum_kernel");
   return sum.result();
+}
+
+void fill_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
+                                       cudaStream_t stream) {
+  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
+  fill_patterned_canaries_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, seed, tensor_index);
+  ATTNRES_CHECK_LAUNCH("fill_patterned_canaries_kernel");
+}
+
+TensorTally check_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
+                                               cudaStream_t stream) {
+  CheckTotals initial{};
+  for (long long& first : initial.first) first = kNoOffset;
+  Accumulator<CheckTotals> totals(initial, stream);
+  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
+  check_patterned_canaries_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, seed, tensor_index, totals.get());
+  ATTNRES_CHECK_LAUNCH("check_patterned_canaries_kernel");
+  const CheckTotals result = totals.result();
+  TensorTally tally;
+  for (int k = 0; k < kDamageKinds; ++k) {
+    tally.count[k] = std::int64_t(result.count[k]);
+    tally.first[k] = result.first[k];
+  }
+  return tally;
 }
 
 TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole role, const PristineValues& pristine,

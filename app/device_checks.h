@@ -55,6 +55,13 @@ OutputDifference output_bits_difference_on_device(const DeviceTensorView& now, c
 // The sum behind checksum_text over the logical elements.
 std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t stream);
 
+// The probe call's canaries: every guard and padding element of the tensor set to
+// patterned_canary(seed, tensor, offset); and those that no longer hold it afterwards.
+void fill_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
+                                       cudaStream_t stream);
+TensorTally check_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
+                                               cudaStream_t stream);
+
 // Every element of the allocation (guards, padding, logical) against what it must hold.
 TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole role, const PristineValues& pristine,
                                    const ResidualSources& residual, cudaStream_t stream);

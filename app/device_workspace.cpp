@@ -70,25 +70,33 @@ class DeviceWorkspace : public CaseWorkspace {
     guarded([&] { launch_and_wait(kernel, options); });
   }
 
-  void run_kernel_on_finite_poison(KernelEntry& kernel, const LaunchOptions& options) override {
+  ProbeCall run_probe_call(KernelEntry& kernel, const LaunchOptions& options, std::uint64_t canary_seed) override {
+    ProbeCall probe;
     guarded([&] {
+      for (std::size_t i = 0; i < storage_.size(); ++i) fill_patterned_canaries_on_device(view(i), canary_seed, int(i), nullptr);
       fill_alternating_rows_on_device(view(kOutput), kFinitePoisonBits, nullptr);
       try {
         launch_and_wait(kernel, options);
       } catch (const KernelRejection&) {
-        make_inputs();
-        throw;
+        probe.refused = true;
       }
-      finite_poison_output_.emplace(storage_[kOutput].size());
-      ATTNRES_CUDA_CHECK(
-          cudaMemcpy(finite_poison_output_->get(), storage_[kOutput].get(), storage_[kOutput].bytes(), cudaMemcpyDeviceToDevice));
+      std::vector<TensorTally> tallies;
+      for (std::size_t i = 0; i < storage_.size(); ++i)
+        tallies.push_back(check_patterned_canaries_on_device(view(i), canary_seed, int(i), nullptr));
+      probe.canaries_overwritten = exactness_report(tallies, layouts_, shape_, false).violations;
+      if (!probe.refused) {
+        probe_output_.emplace(storage_[kOutput].size());
+        ATTNRES_CUDA_CHECK(
+            cudaMemcpy(probe_output_->get(), storage_[kOutput].get(), storage_[kOutput].bytes(), cudaMemcpyDeviceToDevice));
+      }
       make_inputs();
     });
+    return probe;
   }
 
-  OutputDifference difference_from_finite_poison_call() override {
+  OutputDifference difference_from_probe_call() override {
     OutputDifference d;
-    const DeviceTensorView kept{finite_poison_output_->get() + layouts_[kOutput].guard(), layouts_[kOutput], layouts_[kOutput].guard()};
+    const DeviceTensorView kept{probe_output_->get() + layouts_[kOutput].guard(), layouts_[kOutput], layouts_[kOutput].guard()};
     guarded([&] { d = output_bits_difference_on_device(view(kOutput), kept, nullptr); });
     return d;
   }
@@ -227,7 +235,7 @@ class DeviceWorkspace : public CaseWorkspace {
   std::vector<DeviceBuffer<bf16_bits>> storage_;
   PristineValues pristine_[kOutput + 1];  // the output's: canaries around it
   std::vector<DeviceBuffer<bf16_bits>> pristine_copies_;
-  std::optional<DeviceBuffer<bf16_bits>> finite_poison_output_;  // the output of the call on a finite poison
+  std::optional<DeviceBuffer<bf16_bits>> probe_output_;  // the output of the probe call
   DeviceBuffer<double> reference_;
   std::optional<CaseTensors> inputs_;
 };
@@ -246,8 +254,8 @@ CaseFootprint device_workspace_footprint(const AttnResShape& shape, const AttnRe
   if (!tensors || !reference) return {};
   const CheckedSize output_reference = CheckedSize(shape.tokens) * shape.hidden * CheckedSize(sizeof(double));
   CaseFootprint footprint;
-  // The tensors (twice when replayed: the pristine copy), the output of the call on a finite
-  // poison, the reference's buffers with cuBLAS's.
+  // The tensors (twice when replayed: the pristine copy), the output of the probe call, the
+  // reference's buffers with cuBLAS's.
   const CheckedSize kept_output = CheckedSize(case_layouts(shape, strides)[kOperandCount - 1].storage_elements()) * 2;
   footprint.device_bytes =
       (CheckedSize(*tensors) * (replayed ? 2 : 1) + kept_output + *reference + kCublasWorkspaceBytes).get();

@@ -12,6 +12,7 @@ const char* to_string(Disposition disposition) {
     case Disposition::memory_violation: return "memory-violation";
     case Disposition::not_run: return "not-run";
     case Disposition::error: return "error";
+    case Disposition::skipped: return "skipped";
   }
   return "?";
 }
@@ -23,7 +24,8 @@ std::optional<Disposition> parse_disposition(const std::string& name) {
 }
 
 bool meets_expectation(Disposition disposition) {
-  return disposition == Disposition::passed || disposition == Disposition::rejected_as_expected;
+  return disposition == Disposition::passed || disposition == Disposition::rejected_as_expected ||
+         disposition == Disposition::skipped;
 }
 
 }  // namespace attnres

@@ -5,7 +5,8 @@
 
 namespace attnres {
 
-// What became of a case. Only passed and rejected_as_expected meet the case's expectation.
+// What became of a case. passed and rejected_as_expected meet the case's expectation; skipped
+// does not fail a gate either (nothing can ask that kernel that question).
 enum class Disposition {
   passed,                // ran, within tolerance, prefix and blocks exact, memory clean
   failed,                // ran, but out of tolerance or prefix/blocks not bit-exact
@@ -13,11 +14,12 @@ enum class Disposition {
   unexpected_rejection,  // rejected, but a pass (or another message) was expected
   not_rejected,          // expected a rejection, but the kernel ran
   memory_violation,      // wrote padding, guard regions or inputs, or left output unwritten
-  not_run,               // nothing here can run it (no GPU, native kernel not available)
+  not_run,               // nothing here can run it (no GPU, native kernel not available, over the memory budget)
   error,                 // CUDA error, allocation failure, ...
+  skipped,               // the kernel's signature cannot express the case (a block write for an op without one)
 };
 
-constexpr int kDispositionCount = 8;
+constexpr int kDispositionCount = 9;
 
 const char* to_string(Disposition disposition);
 // The disposition of that name ("not-run"), if there is one.

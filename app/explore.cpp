@@ -117,9 +117,10 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
 TrialOutcome classify_trial(const CaseResult& r) {
   switch (r.disposition) {
     case Disposition::passed: return TrialOutcome::passed;
-    case Disposition::unexpected_rejection:
-    case Disposition::rejected_as_expected: return TrialOutcome::refused;
+    case Disposition::rejected_as_expected: return TrialOutcome::refused;  // as the kernel declared it may or must
+    case Disposition::skipped: return TrialOutcome::skipped;
     case Disposition::not_run: return TrialOutcome::not_run;
+    case Disposition::unexpected_rejection:  // a refusal the kernel's declaration does not allow
     case Disposition::failed:
     case Disposition::not_rejected:
     case Disposition::memory_violation:
@@ -140,16 +141,26 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
                          seed, seed, runner->backend_name(), runner->device_description(),
                          inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
                          args.no_layout_guard ? ", layout guard off" : "", args.budget);
-  std::array<int, 4> counts{};
-  std::map<std::string, int> kernels, refusals, not_run_reasons;
+  std::array<int, 5> counts{};
+  std::map<std::string, int> kernels, refusals, skip_reasons, not_run_reasons;
+  // A problem the kernel's signature cannot express is drawn again (a few times), so that the
+  // budget goes to what the kernel can be asked.
+  constexpr int kRedraws = 16;
+  int redrawn = 0;
   for (int i = 0; i < args.budget; ++i) {
-    const CaseSpec spec = draw_case(rng, i, limits);
+    CaseSpec spec = draw_case(rng, i, limits);
     if (progress) progress(i, args.budget, spec.name);
-    const CaseResult result = runner->run(spec);
+    CaseResult result = runner->run(spec);
+    for (int redraw = 0; result.disposition == Disposition::skipped && redraw < kRedraws; ++redraw, ++redrawn) {
+      ++skip_reasons[result.detail];
+      spec = draw_case(rng, i, limits);
+      result = runner->run(spec);
+    }
     const TrialOutcome outcome = classify_trial(result);
     ++counts[std::size_t(outcome)];
     ++kernels[result.kernel];
     if (outcome == TrialOutcome::refused) ++refusals[result.rejection.value_or(result.detail)];
+    if (outcome == TrialOutcome::skipped) ++skip_reasons[result.detail];
     if (outcome == TrialOutcome::not_run) ++not_run_reasons[result.detail];
     if (outcome != TrialOutcome::finding) continue;
     out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides {})\n  {}\n",
@@ -167,13 +178,15 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   }
   std::string by_kernel;
   for (const auto& [name, n] : kernels) by_kernel += fmt::format("{}{} {}", by_kernel.empty() ? "" : ", ", n, name);
-  out.text += fmt::format("{} trials, nothing went wrong: {} passed, {} refused with a message, {} not run (kernels: {})\n",
-                          args.budget, counts[0], counts[1], counts[2], by_kernel);
-  // A refusal is the kernel's word, not a pass: each message with its count, so that a kernel
-  // refusing what it should compute is seen.
-  out.text += counted_lines("refused", refusals) + counted_lines("not run", not_run_reasons);
+  out.text += fmt::format("{} trials, nothing went wrong: {} passed, {} refused as the kernel declares it may or must, {} "
+                          "skipped (its signature cannot express them; {} such draws were drawn again), {} not run "
+                          "(kernels: {})\n",
+                          args.budget, counts[0], counts[1], counts[2], redrawn, counts[3], by_kernel);
+  // Each reason with its count, so that what the kernel cannot be asked is seen.
+  out.text += counted_lines("refused", refusals) + counted_lines("skipped", skip_reasons) +
+              counted_lines("not run", not_run_reasons);
   if (args.budget > 0 && counts[std::size_t(TrialOutcome::passed)] == 0) {
-    out.notes += "no trial was computed and judged: every one was refused or not run\n";
+    out.notes += "no trial was computed and judged: every one was refused, skipped or not run\n";
     out.exit_code = kExitUnmet;
   }
   return out;

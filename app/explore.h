@@ -21,7 +21,7 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
 
 // What a trial's result says about the kernel: a finding is a wrong answer, memory damage or an
 // error; a refusal (a rejection with a message) and a case nothing here runs are not.
-enum class TrialOutcome { passed, refused, not_run, finding };
+enum class TrialOutcome { passed, refused, skipped, not_run, finding };
 TrialOutcome classify_trial(const CaseResult& result);
 
 CommandOutput explore_command(const Invocation& invocation, const Progress& progress);

@@ -2,14 +2,14 @@
 
 #include "app/case_workspace.h"
 #include "kernels/checked_size.h"
+#include "kernels/kernel_errors.h"
 #include "reference/cpu_reference.h"
 
 namespace attnres {
 namespace {
 
 // Three copies of the tensors: the ones the kernel runs on, the reference's (which it leaves
-// holding the expected state), and the inputs as made; and the output of the call made on a
-// finitely poisoned output.
+// holding the expected state), and the inputs as made; and the output of the probe call.
 class HostWorkspace : public CaseWorkspace {
  public:
   HostWorkspace(CaseTensors inputs, HostExecutor execute)
@@ -33,23 +33,27 @@ class HostWorkspace : public CaseWorkspace {
 
   void run_kernel(KernelEntry& kernel, const LaunchOptions& options) override { execute_(kernel, options, tensors_); }
 
-  void run_kernel_on_finite_poison(KernelEntry& kernel, const LaunchOptions& options) override {
+  ProbeCall run_probe_call(KernelEntry& kernel, const LaunchOptions& options, std::uint64_t canary_seed) override {
+    fill_patterned_canaries(tensors_, canary_seed);
     HostTensor& out = tensors_.output;
     for (std::int64_t t = 0; t < out.rows(); ++t)
       for (std::int64_t h = 0; h < out.columns; ++h) out.at(t, h) = kFinitePoisonBits[(t * out.columns + h) % 2];
+    ProbeCall probe;
     try {
       execute_(kernel, options, tensors_);
+    } catch (const KernelRejection&) {
+      probe.refused = true;
     } catch (...) {
       tensors_ = inputs_;
       throw;
     }
-    finite_poison_output_ = std::move(tensors_.output);
+    probe.canaries_overwritten = check_patterned_canaries(tensors_, canary_seed).violations;
+    if (!probe.refused) probe_output_ = std::move(tensors_.output);
     tensors_ = inputs_;
+    return probe;
   }
 
-  OutputDifference difference_from_finite_poison_call() override {
-    return output_bits_difference(tensors_.output, finite_poison_output_);
-  }
+  OutputDifference difference_from_probe_call() override { return output_bits_difference(tensors_.output, probe_output_); }
 
   Comparison compare(double atol, double rtol) override { return compare_output(tensors_.output, reference_, atol, rtol); }
 
@@ -65,7 +69,7 @@ class HostWorkspace : public CaseWorkspace {
   CaseTensors tensors_;
   HostExecutor execute_;
   CaseTensors inputs_;
-  HostTensor finite_poison_output_;
+  HostTensor probe_output_;
   CaseTensors expected_;
   std::vector<double> reference_;
 };

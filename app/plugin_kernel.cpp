@@ -87,18 +87,21 @@ struct TextBuffer {
 
 class SharedLibraryKernel : public KernelEntry {
  public:
-  SharedLibraryKernel(std::string name, AttnResKernelFn kernel, const AttnResKernelInfo& info)
-      : name_(std::move(name)), kernel_(kernel), device_type_(info.device_type) {}
+  SharedLibraryKernel(std::string name, AttnResKernelFn kernel, const AttnResKernelInfo& info,
+                      KernelPreconditions preconditions)
+      : name_(std::move(name)), kernel_(kernel), device_type_(info.device_type), preconditions_(std::move(preconditions)) {}
 
   std::string name() const override { return name_; }
   OperandPlace operands() const override {
     return device_type_ == kDLCUDA ? OperandPlace::cuda_device : OperandPlace::host;
   }
-  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&,
+  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
                                               const DeviceDescription& device) const override {
-    if (device_type_ == kDLCUDA && !device.present) return std::string("the plugin takes CUDA operands; no CUDA device");
+    if (device_type_ == kDLCUDA && !device.present)
+      return Unsupported{Unsupported::Kind::here, "the plugin takes CUDA operands; no CUDA device"};
     return std::nullopt;
   }
+  KernelPreconditions preconditions() const override { return preconditions_; }
 
   void launch(const AttnResArgs& a, const LaunchOptions&, cudaStream_t stream) override {
     DlpackCall dlpack(a, dlpack_device(operands()));
@@ -126,6 +129,7 @@ class SharedLibraryKernel : public KernelEntry {
   std::string name_;
   AttnResKernelFn kernel_;
   std::int32_t device_type_;
+  KernelPreconditions preconditions_;
 };
 
 // The three texts of a bridge's report, owned here.
@@ -143,22 +147,27 @@ struct BridgeTexts {
 // A torch op or a Python function, through its bridge library.
 class BridgeKernel : public KernelEntry {
  public:
-  BridgeKernel(std::string name, const AttnResBridge* bridge, void* handle, OperandPlace place)
-      : name_(std::move(name)), bridge_(bridge), handle_(handle), place_(place) {}
+  BridgeKernel(std::string name, const AttnResBridge* bridge, void* handle, OperandPlace place,
+               KernelPreconditions preconditions)
+      : name_(std::move(name)), bridge_(bridge), handle_(handle), place_(place), preconditions_(std::move(preconditions)) {}
 
   std::string name() const override { return name_; }
   OperandPlace operands() const override { return place_; }
-  std::optional<std::string> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
+  std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                               const DeviceDescription& device) const override {
-    if (place_ == OperandPlace::cuda_device && !device.present) return std::string("no CUDA device");
+    if (place_ == OperandPlace::cuda_device && !device.present) return Unsupported{Unsupported::Kind::here, "no CUDA device"};
     AttnResArgs question;
     question.shape = shape;
     question.strides = strides;
     DlpackCall dlpack(question, DLDevice{place_ == OperandPlace::cuda_device ? kDLCUDA : kDLCPU, 0});
     TextBuffer reason;
-    if (bridge_->cannot_implement(handle_, &dlpack.get(), reason.bytes.data(), reason.bytes.size())) return reason.text();
-    return std::nullopt;
+    switch (bridge_->cannot_implement(handle_, &dlpack.get(), reason.bytes.data(), reason.bytes.size())) {
+      case 0: return std::nullopt;
+      case ATTNRES_BRIDGE_INEXPRESSIBLE: return Unsupported{Unsupported::Kind::signature, reason.text()};
+      default: return Unsupported{Unsupported::Kind::here, reason.text()};
+    }
   }
+  KernelPreconditions preconditions() const override { return preconditions_; }
 
   void launch(const AttnResArgs& a, const LaunchOptions&, cudaStream_t stream) override {
     DlpackCall dlpack(a, dlpack_device(place_));
@@ -178,6 +187,7 @@ class BridgeKernel : public KernelEntry {
   const AttnResBridge* bridge_;
   void* handle_;
   OperandPlace place_;
+  KernelPreconditions preconditions_;
 };
 
 // Never closed: a kernel library may register state (CUDA modules, torch ops, atexit
@@ -208,7 +218,7 @@ SharedLibrarySpec split_shared_library_spec(const std::string& spec) {
 
 namespace {
 
-std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec) {
+std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec, const ExternalKernelOptions& options) {
   const SharedLibrarySpec library_spec = split_shared_library_spec(spec);
   const std::string& path = library_spec.path;
   const std::string symbol = library_spec.symbol.empty() ? "attnres_kernel" : library_spec.symbol;
@@ -225,7 +235,7 @@ std::unique_ptr<KernelEntry> load_shared_library_kernel(const std::string& spec)
   if (info->device_type != kDLCPU && info->device_type != kDLCUDA)
     throw fail(fmt::format("device_type {} is neither kDLCPU ({}) nor kDLCUDA ({})", info->device_type, int(kDLCPU),
                            int(kDLCUDA)));
-  return std::make_unique<SharedLibraryKernel>(spec, kernel, *info);
+  return std::make_unique<SharedLibraryKernel>(spec, kernel, *info, options.preconditions);
 }
 
 // Where bridge libraries are looked for: $ATTNRES_BRIDGE_DIR, beside the executable, and the
@@ -263,7 +273,7 @@ std::unique_ptr<KernelEntry> load_bridge_kernel(const std::string& spec, const s
       throw PluginError(fmt::format("--kernel {}: {}{}{}", spec, kind.empty() ? "" : kind + ": ", texts.message.text(),
                                     detail.empty() ? "" : "\n" + detail));
     }
-    return std::make_unique<BridgeKernel>(spec, bridge, opened, options.place);
+    return std::make_unique<BridgeKernel>(spec, bridge, opened, options.place, options.preconditions);
   }
   throw PluginError(fmt::format("--kernel {}: this build has no {} bridge ({} not found in {}); it is built where CMake "
                                 "finds {}",
@@ -282,7 +292,7 @@ bool is_external_kernel(const std::string& spec) {
 }
 
 std::unique_ptr<KernelEntry> load_external_kernel(const std::string& spec, const ExternalKernelOptions& options) {
-  if (spec.rfind("so:", 0) == 0) return load_shared_library_kernel(spec);
+  if (spec.rfind("so:", 0) == 0) return load_shared_library_kernel(spec, options);
   if (spec.rfind("torch-op:", 0) == 0) {
     const std::string target = spec.substr(9);
     if (target.find("::") == std::string::npos || target.rfind("::") == 0 || target.size() < 4)

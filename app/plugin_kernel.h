@@ -24,6 +24,8 @@ struct ExternalKernelOptions {
   std::string torch_library;      // torch-op: the library that registers the op
   std::string signature = "vllm";  // python: vllm | flashinfer
   OperandPlace place = OperandPlace::host;  // where the backend keeps its tensors (bridges follow it)
+  // What the kernel declares it refuses (--profile); by default nothing: every case must be computed.
+  KernelPreconditions preconditions{"no --profile: every case must be computed", {}};
 };
 
 // "so:PATH[:SYMBOL]" taken apart (a last ':' after the last '/' starts the symbol).

@@ -23,7 +23,8 @@ const char* color_of(Disposition d) {
   switch (d) {
     case Disposition::passed:
     case Disposition::rejected_as_expected: return "\033[32m";
-    case Disposition::not_run: return "\033[33m";
+    case Disposition::not_run:
+    case Disposition::skipped: return "\033[33m";
     default: return "\033[31m";
   }
 }
@@ -309,7 +310,7 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
     if (r.disposition == Disposition::error) {
       ++suite.errors;
       body = fmt::format("      <error type=\"error\" message=\"{}\">{}</error>\n", message, xml_escape(r.detail));
-    } else if (r.disposition == Disposition::not_run) {
+    } else if (r.disposition == Disposition::not_run || r.disposition == Disposition::skipped) {
       ++suite.skipped;
       body = fmt::format("      <skipped message=\"{}\"/>\n", message);
     } else if (!meets_expectation(r.disposition)) {

@@ -43,6 +43,7 @@ json result_json(const CaseResult& r) {
             {"device", r.device},
             {"kernel", r.kernel},
             {"dispatch_reason", r.dispatch_reason},
+            {"expectation", r.expectation},
             {"layout_guard", r.layout_guard},
             {"seconds", r.seconds},
             {"timings",
@@ -146,6 +147,7 @@ CaseResult result_from_json(const json& j) {
   r.device = j.at("device").get<std::string>();
   r.kernel = j.at("kernel").get<std::string>();
   r.dispatch_reason = j.at("dispatch_reason").get<std::string>();
+  if (const auto e = j.find("expectation"); e != j.end()) r.expectation = e->get<std::string>();
   r.layout_guard = j.at("layout_guard").get<bool>();
   r.seconds = j.at("seconds").get<double>();
   const json& t = j.at("timings");

@@ -22,21 +22,15 @@ namespace attnres {
 
 namespace {
 
-// An external kernel under test replaces `auto` and `native` (the production kernel's role:
-// the guard cases name it); a case pinned to the built-in portable kernel tests that kernel,
-// so it is left out, with a note.
-std::vector<CaseSpec> cases_for_kernel(std::vector<CaseSpec> cases, const std::string& kernel, std::string& notes) {
-  if (!is_external_kernel(kernel)) return cases;
-  std::vector<CaseSpec> kept;
-  int pinned = 0;
-  for (auto& c : cases) {
-    if (c.kernel == KernelChoice::portable) ++pinned;
-    else kept.push_back(std::move(c));
-  }
+// Under --kernel every selected case runs on that kernel, a case pinned to a built-in kernel too:
+// it is a problem to be computed (or refused as the kernel declares), whichever kernel it was
+// written for.
+void note_pinned_cases(const std::vector<CaseSpec>& cases, const std::string& kernel, std::string& notes) {
+  if (kernel.empty()) return;
+  const auto pinned = std::count_if(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.kernel != KernelChoice::automatic; });
   if (pinned)
-    notes += fmt::format("{} case{} pinned to the built-in portable kernel left out: --kernel {} replaces auto and native\n",
-                         pinned, pinned == 1 ? "" : "s", kernel);
-  return kept;
+    notes += fmt::format("{} case{} pinned to a built-in kernel run{} on --kernel {}\n", pinned, pinned == 1 ? "" : "s",
+                         pinned == 1 ? "s" : "", kernel);
 }
 
 // What the reports say about the run: the backend and device that ran it, and how.
@@ -109,7 +103,8 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), inv.run);
   const bool none_matched = selected.empty() && !(inv.run.filters.empty() && inv.run.shard.empty());
-  std::vector<CaseSpec> cases = cases_for_kernel(std::move(selected), inv.backend.kernel, out.notes);
+  note_pinned_cases(selected, inv.backend.kernel, out.notes);
+  std::vector<CaseSpec> cases = std::move(selected);
   RunOptions options = case_run_options(inv, inv.run.no_layout_guard);
   options.error_maps = !inv.run.html_path.empty();
   cases = with_seeds(std::move(cases), inv.run);

@@ -13,6 +13,29 @@
 
 namespace attnres {
 
+CaseSpec judged_spec(const CaseSpec& spec, const KernelPreconditions& declared, std::string& expectation) {
+  CaseSpec judged = spec;
+  auto message_text = [](const std::string& message) {
+    return message.empty() ? std::string("with any message") : "with " + quoted_literal(message);
+  };
+  if (spec.expectation_written) {
+    expectation = spec.expect == Expectation::reject ? "refuse " + message_text(spec.expected_message) : "compute";
+    expectation += ": the case file says so";
+    return judged;
+  }
+  const RefusalRule* rule = applicable_refusal(declared, spec.shape, spec.strides);
+  if (!rule) {
+    judged.expect = Expectation::pass;
+    expectation = fmt::format("compute: {} declares no refusal that covers it", declared.source);
+    return judged;
+  }
+  judged.expect = rule->mode == RefusalMode::must ? Expectation::reject : Expectation::pass_or_reject;
+  judged.expected_message = rule->message.empty() ? "" : refusal_message(*rule, spec.shape, spec.strides);
+  expectation = fmt::format("{} {}: {} declares it {}", rule->mode == RefusalMode::must ? "refuse" : "compute or refuse",
+                            message_text(judged.expected_message), declared.source, describe(*rule));
+  return judged;
+}
+
 namespace {
 
 constexpr const char* kContextLost = "not attempted: an earlier fault left the CUDA context unusable";
@@ -49,13 +72,19 @@ std::string describe_comparison(const Comparison& c) {
   return text;
 }
 
+// skipped where the kernel's signature cannot express the problem; not-run where it cannot run here.
+Disposition unsupported_disposition(const Unsupported& why) {
+  return why.kind == Unsupported::Kind::signature ? Disposition::skipped : Disposition::not_run;
+}
+
 // The registry entry a case runs on, and why; or why nothing runs it.
 struct Selection {
   KernelEntry* kernel = nullptr;
   LaunchOptions launch;
   std::string reason;
-  std::optional<std::string> not_run;
+  std::optional<Unsupported> unsupported;
   std::optional<std::string> predicted_rejection;  // the built-in native guard, known before launch
+  KernelPreconditions preconditions;               // what the kernel that runs it declares
 };
 
 Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunOptions& options, bool layout_guard) {
@@ -67,12 +96,14 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
     s.kernel = backend.kernels().find(options.kernel);
     if (!s.kernel) throw std::invalid_argument("no kernel named \"" + options.kernel + "\" in the registry");
     s.reason = "--kernel " + options.kernel;
+    s.preconditions = s.kernel->preconditions();
     if (s.kernel->operands() != backend.operand_place())
-      s.not_run = fmt::format("{} takes {} operands, but the {} backend keeps tensors on the {}", s.kernel->name(),
-                              s.kernel->operands() == OperandPlace::host ? "host (kDLCPU)" : "CUDA device",
-                              backend.name(), backend.operand_place() == OperandPlace::host ? "host" : "CUDA device");
-    else if (auto why = s.kernel->cannot_implement(spec.shape, strides, device))
-      s.not_run = *why;
+      s.unsupported = Unsupported{Unsupported::Kind::here,
+                                  fmt::format("{} takes {} operands, but the {} backend keeps tensors on the {}", s.kernel->name(),
+                                              s.kernel->operands() == OperandPlace::host ? "host (kDLCPU)" : "CUDA device",
+                                              backend.name(), backend.operand_place() == OperandPlace::host ? "host" : "CUDA device")};
+    else
+      s.unsupported = s.kernel->cannot_implement(spec.shape, strides, device);
     return s;
   }
   // `auto` and the built-in choices: the dispatcher's policy over the built-in entries.
@@ -85,11 +116,13 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
   s.reason = decision.reason;
   s.launch.hard_coded_row_stride = decision.hard_coded_row_stride;
   if (decision.path == KernelPath::none) {
-    s.not_run = decision.reason;
+    s.unsupported = Unsupported{Unsupported::Kind::here, decision.reason};
     return s;
   }
   s.kernel = backend.kernels().find(to_string(decision.path));
   s.predicted_rejection = decision.rejection;
+  // The portable kernel replaying the native kernel's bug stands in for the native kernel.
+  s.preconditions = decision.hard_coded_row_stride ? native_preconditions() : s.kernel->preconditions();
   return s;
 }
 
@@ -128,24 +161,28 @@ class Lap {
 void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace& workspace,
                   const ReferenceSummary& reference, KernelEntry& kernel, const LaunchOptions& launch, CaseResult& result) {
   Lap lap;
-  // A first call on an output that holds a finite pattern instead of NaN: a kernel that reads its
-  // output before writing it (fmaxf(NaN, x) is x) leaves other bits than the judged call.
-  std::optional<bool> finite_call_refused;
-  try {
-    if (spec.shape.tokens > 0) {
-      try {
-        workspace.run_kernel_on_finite_poison(kernel, launch);
-        finite_call_refused = false;
-      } catch (const KernelRejection&) {
-        finite_call_refused = true;
-      }
+  // A probe call first, with the output poisoned by finite values instead of NaN and with other
+  // canaries, different per tensor and element: a kernel that reads its output before writing it
+  // (fmaxf(NaN, x) is x) or reads padding leaves other bits than in the judged call, and one that
+  // copies or fills canaries shows it. The judged call keeps the one constant canary, so that a
+  // report's numbers do not depend on the probe.
+  std::optional<ProbeCall> probe;
+  auto with_probe_damage = [&](std::vector<Violation>& violations) {
+    if (!violations.empty() || !probe) return;
+    for (Violation v : probe->canaries_overwritten) {
+      v.kind += " (in the probe call, whose canaries differ per tensor and element)";
+      violations.push_back(v);
     }
+  };
+  try {
+    if (spec.shape.tokens > 0) probe = workspace.run_probe_call(kernel, launch, spec.seed);
     workspace.run_kernel(kernel, launch);
   } catch (const KernelRejection& e) {
     // Refused at launch (an external kernel's own guard). The ABI's word that no operand was
     // touched is checked, not taken: damage, then a refusal, is the worst silent failure.
     judge_rejection(spec, e, result);
     result.violations = workspace.check_untouched().violations;
+    with_probe_damage(result.violations);
     if (!result.violations.empty()) {
       std::string written;
       for (const Violation& v : result.violations) written += "; " + v.to_string();
@@ -186,19 +223,21 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
   comparison.first_prefix_mismatch = exactness.first_prefix_mismatch;
   comparison.first_blocks_mismatch = exactness.first_blocks_mismatch;
   result.violations = exactness.violations;
+  with_probe_damage(result.violations);
   result.comparison = comparison;
 
   std::string violations;
   for (const Violation& v : result.violations) violations += "; " + v.to_string();
   std::string reads_output;
-  if (finite_call_refused == true) {
-    reads_output = "; it refused the same call on an output poisoned with finite values instead of NaN";
-  } else if (finite_call_refused == false) {
-    const OutputDifference d = workspace.difference_from_finite_poison_call();
+  if (probe && probe->refused) {
+    reads_output = "; it refused the same call with the output poisoned with finite values instead of NaN and other canaries";
+  } else if (probe) {
+    const OutputDifference d = workspace.difference_from_probe_call();
     if (d.count)
-      reads_output = fmt::format("; its output depends on what the output held before the call: {} of {} elements differ from "
-                                 "a call on an output poisoned with finite values instead of NaN (first at [{}, {}]: 0x{:04x} "
-                                 "after the finite poison, 0x{:04x} after NaN); it reads its output, or is not deterministic",
+      reads_output = fmt::format("; its output depends on memory it must not read: {} of {} elements differ from a probe call "
+                                 "whose output was poisoned with finite values instead of NaN and whose padding and guards "
+                                 "held other canaries (first at [{}, {}]: 0x{:04x} in the probe call, 0x{:04x} in the judged "
+                                 "call); it reads its output or padding, or is not deterministic",
                                  d.count, comparison.total, d.first_index / spec.shape.hidden, d.first_index % spec.shape.hidden,
                                  d.first_before, d.first_now);
   }
@@ -315,16 +354,19 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
       const Selection selection = select_kernel(spec, backend, options, result.layout_guard);
       result.kernel = selection.kernel ? selection.kernel->name() : "none";
       result.dispatch_reason = selection.reason;
-      if (selection.not_run) {
-        result.disposition = Disposition::not_run;
-        result.detail = *selection.not_run;
-      } else if (selection.predicted_rejection) {
-        judge_rejection(spec, KernelRejection(*selection.predicted_rejection), result);
-      } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr, inputs)) {
-        result.disposition = Disposition::not_run;
-        result.detail = "not run: " + *why;
+      if (selection.unsupported) {
+        result.disposition = unsupported_disposition(*selection.unsupported);
+        result.detail = selection.unsupported->reason;
       } else {
-        run_and_judge(spec, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts);
+        const CaseSpec judged = judged_spec(spec, selection.preconditions, result.expectation);
+        if (selection.predicted_rejection) {
+          judge_rejection(judged, KernelRejection(*selection.predicted_rejection), result);
+        } else if (const auto why = budget_refusal(spec, backend, options, artifacts != nullptr, inputs)) {
+          result.disposition = Disposition::not_run;
+          result.detail = "not run: " + *why;
+        } else {
+          run_and_judge(judged, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts);
+        }
       }
     }
   } catch (const std::exception&) {
@@ -380,16 +422,17 @@ std::vector<CaseResult> run_case_on_kernels(const CaseSpec& spec, Backend& backe
     CaseResult& result = results[i];
     const auto start = std::chrono::steady_clock::now();
     try {
-      if (selections[i].not_run) {
-        result.disposition = Disposition::not_run;
-        result.detail = *selections[i].not_run;
+      if (selections[i].unsupported) {
+        result.disposition = unsupported_disposition(*selections[i].unsupported);
+        result.detail = selections[i].unsupported->reason;
         continue;
       }
       if (!backend.usable()) throw std::runtime_error(kContextLost);
       if (used) workspace->restore_inputs();
       used = true;
       result.input_checksums = results.front().input_checksums;
-      judge_kernel(spec, options, *workspace, reference, *selections[i].kernel, selections[i].launch, result);
+      const CaseSpec judged = judged_spec(spec, selections[i].preconditions, result.expectation);
+      judge_kernel(judged, options, *workspace, reference, *selections[i].kernel, selections[i].launch, result);
     } catch (const std::exception&) {
       record_exception(result);
     }

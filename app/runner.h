@@ -35,6 +35,9 @@ struct CaseResult {
   std::string device;
   std::string kernel = "none";  // the registry entry that ran (or would have run) it
   std::string dispatch_reason;
+  // What the kernel had to do with the case and why ("compute: the case file says so", "refuse
+  // with \"...\": the built-in native kernel must refuse where rows_not_dense").
+  std::string expectation;
   bool layout_guard = true;
   std::optional<std::string> rejection;
   std::string kernel_context;  // what an external kernel said besides its message (a Python traceback)
@@ -54,6 +57,11 @@ struct RunOptions {
   std::string kernel;
   bool error_maps = false;  // an ErrorMap in the result of every case with elements out of tolerance (run --html)
 };
+
+// The spec a case is judged by on a kernel that declares `declared` (kernels/preconditions.h):
+// the case file's own expectation where it has one, else the first declared refusal whose
+// condition the problem meets, else a correct output; `expectation` says which, and why.
+CaseSpec judged_spec(const CaseSpec& spec, const KernelPreconditions& declared, std::string& expectation);
 
 // At most what run_case allocates for a case: the backend's footprint, what the input source
 // holds, and with artifacts the copies a repro bundle's files are written from.

@@ -14,6 +14,7 @@ set(ATTNRES_INPUT_SOURCES
   kernels/cpu_kernels.cpp
   kernels/dispatch.cpp
   kernels/layout_guard.cpp
+  kernels/preconditions.cpp
   reference/cpu_reference.cpp)
 
 # The reports a run writes and `merge` reads back (the merge fuzz target's code).

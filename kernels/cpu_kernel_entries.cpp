@@ -12,10 +12,12 @@ class CpuNativeEntry : public KernelEntry {
   explicit CpuNativeEntry(NativeImages images) : images_(images) {}
   std::string name() const override { return "native"; }
   OperandPlace operands() const override { return OperandPlace::host; }
-  std::optional<std::string> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
+  std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                               const DeviceDescription& device) const override {
-    return native_unavailable_reason(device, images_, shape, strides);
+    if (auto why = native_unavailable_reason(device, images_, shape, strides)) return Unsupported{Unsupported::Kind::here, *why};
+    return std::nullopt;
   }
+  KernelPreconditions preconditions() const override { return native_preconditions(); }
   void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t) override {
     cpu_native_kernel(args, options.layout_guard);
   }
@@ -28,11 +30,12 @@ class CpuPortableEntry : public KernelEntry {
  public:
   std::string name() const override { return "portable"; }
   OperandPlace operands() const override { return OperandPlace::host; }
-  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&,
+  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
                                               const DeviceDescription& device) const override {
-    if (!device.present) return std::string("no CUDA device");
+    if (!device.present) return Unsupported{Unsupported::Kind::here, "no CUDA device"};
     return std::nullopt;
   }
+  KernelPreconditions preconditions() const override { return portable_preconditions(); }
   void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t) override {
     if (options.hard_coded_row_stride) cpu_native_kernel(args, false);
     else cpu_portable_kernel(args);

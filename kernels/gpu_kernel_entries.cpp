@@ -12,10 +12,12 @@ class NativeEntry : public KernelEntry {
   explicit NativeEntry(NativeImages images) : images_(images) {}
   std::string name() const override { return "native"; }
   OperandPlace operands() const override { return OperandPlace::cuda_device; }
-  std::optional<std::string> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
+  std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                               const DeviceDescription& device) const override {
-    return native_unavailable_reason(device, images_, shape, strides);
+    if (auto why = native_unavailable_reason(device, images_, shape, strides)) return Unsupported{Unsupported::Kind::here, *why};
+    return std::nullopt;
   }
+  KernelPreconditions preconditions() const override { return native_preconditions(); }
   void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) override {
     NativeLaunchOptions native;
     native.layout_guard = options.layout_guard;
@@ -31,11 +33,12 @@ class PortableEntry : public KernelEntry {
  public:
   std::string name() const override { return "portable"; }
   OperandPlace operands() const override { return OperandPlace::cuda_device; }
-  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&,
+  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
                                               const DeviceDescription& device) const override {
-    if (!device.present) return std::string("no CUDA device");
+    if (!device.present) return Unsupported{Unsupported::Kind::here, "no CUDA device"};
     return std::nullopt;
   }
+  KernelPreconditions preconditions() const override { return portable_preconditions(); }
   void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) override {
     launch_portable(args, stream, options.hard_coded_row_stride);
   }

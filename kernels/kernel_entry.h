@@ -11,6 +11,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/kernel_errors.h"
+#include "kernels/preconditions.h"
 #include "kernels/problem.h"
 
 namespace attnres {
@@ -24,16 +25,26 @@ struct LaunchOptions {
   bool programmatic_dependent_launch = false;  // built-in native kernel: bench --pdl
 };
 
+// Why an entry cannot take a problem: here (no device, an op that is not registered: the case
+// is not-run), or anywhere (its signature cannot express the problem: the case is skipped).
+struct Unsupported {
+  enum class Kind { here, signature };
+  Kind kind = Kind::here;
+  std::string reason;
+};
+
 class KernelEntry {
  public:
   virtual ~KernelEntry() = default;
   // How reports name it: "native", "portable", "so:/path/libk.so:attnres_kernel".
   virtual std::string name() const = 0;
   virtual OperandPlace operands() const = 0;
-  // Why it cannot take this problem on this device at all (the case is not-run), if it cannot.
-  // Refusals the kernel makes itself come from launch as KernelRejection.
-  virtual std::optional<std::string> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
+  // Why it cannot take this problem on this device at all, if it cannot. Refusals the kernel
+  // makes itself come from launch as KernelRejection.
+  virtual std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                                       const DeviceDescription& device) const = 0;
+  // What it declares it may or must refuse; a case no rule covers must be computed.
+  virtual KernelPreconditions preconditions() const = 0;
   // Runs on `args`, whose pointers are where operands() says. Throws KernelRejection when the
   // kernel refuses, KernelFailure or CudaError when it fails.
   virtual void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) = 0;

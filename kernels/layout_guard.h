@@ -16,8 +16,8 @@ class LayoutError : public KernelRejection {
   using KernelRejection::KernelRejection;
 };
 
-// The exact message of the Kimi K3 op when prefix, delta or output has stride(0) != H;
-// empty when every row is densely packed. An absent delta prints as "none".
+// The exact message of the Kimi K3 op when prefix, delta or output has stride(0) != H
+// (dense_rows_rule, kernels/preconditions.h); empty when every row is densely packed.
 std::optional<std::string> dense_rows_violation(const AttnResShape& shape, const AttnResStrides& strides);
 
 // Throws LayoutError with that message.

@@ -49,10 +49,12 @@ class MutantEntry : public KernelEntry {
   MutantEntry(Mutation mutation, OperandPlace place) : mutation_(mutation), place_(place) {}
   std::string name() const override { return mutant_kernel_name(mutation_); }
   OperandPlace operands() const override { return place_; }
-  std::optional<std::string> cannot_implement(const AttnResShape&, const AttnResStrides&,
+  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
                                               const DeviceDescription&) const override {
     return std::nullopt;
   }
+  // Mutated from a kernel that takes every layout.
+  KernelPreconditions preconditions() const override { return {"a mutant of a kernel that computes every layout", {}}; }
   void launch(const AttnResArgs& args, const LaunchOptions&, cudaStream_t stream) override {
     if (place_ == OperandPlace::host) mutant_kernel_host(args, mutation_);
     else mutant_kernel_device(args, mutation_, stream);

@@ -65,11 +65,12 @@ class TorchBridge : public Bridges {
 
 TEST_F(TorchBridge, VllmsSchemaRunsWhatItCanExpressAndRefusesTheSeedRepro) {
   std::vector<std::string> args = op("kimi_k3_attn_res", {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json")});
-  args.push_back("--allow-not-run");
+  args.insert(args.end(), {"--profile", "vllm-op"});
   const json r = run(args, kExitOk);
   EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 5 + 1);  // delta, output norm, no write; guard-padded-blocks-ok
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 3);
-  EXPECT_EQ(r["summary"]["by_disposition"]["not-run"], 31 + 1);
+  // What vLLM's schema cannot express is skipped, not a failure and not a missing device.
+  EXPECT_EQ(r["summary"]["by_disposition"]["skipped"], 31 + 1);
   const json& seed = find(r, "seed-repro-prefix-stride-7175");
   EXPECT_EQ(seed["rejection"], kSeedMessage);  // TORCH_CHECK's text, no C++ backtrace
   EXPECT_NE(seed["detail"].get<std::string>().find("(raised as c10::Error)"), std::string::npos) << seed["detail"];
@@ -81,7 +82,9 @@ TEST_F(TorchBridge, VllmsSchemaRunsWhatItCanExpressAndRefusesTheSeedRepro) {
 }
 
 TEST_F(TorchBridge, TheSeedBugIsCaughtThroughTheOp) {
-  const json r = run(op("kimi_k3_attn_res_hardcoded", {testing::source_path("cases/guard.json"), "--filter", "seed*"}), kExitUnmet);
+  const json r = run(op("kimi_k3_attn_res_hardcoded", {testing::source_path("cases/guard.json"), "--filter", "seed*", "--profile",
+                                                       "vllm-op"}),
+                     kExitUnmet);
   const json& c = r["cases"][0];
   EXPECT_EQ(c["disposition"], "not-rejected");
   EXPECT_GT(c["comparison"]["max_abs_error"].get<double>(), 3.0);
@@ -124,7 +127,7 @@ class PythonBridge : public Bridges {
 
 TEST_F(PythonBridge, TheEagerKernelMeetsTheBundledExpectations) {
   const json r = run({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"), "--kernel",
-                      function("attn_res_eager"), "--allow-not-run"},
+                      function("attn_res_eager"), "--profile", "vllm-op"},
                      kExitOk);
   EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 36 + 1);
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 3);
@@ -133,24 +136,61 @@ TEST_F(PythonBridge, TheEagerKernelMeetsTheBundledExpectations) {
   EXPECT_NE(seed["detail"].get<std::string>().find("(raised as RuntimeError)"), std::string::npos);
   EXPECT_NE(seed["kernel_context"].get<std::string>().find("Traceback (most recent call last)"), std::string::npos);
   // The vllm signature returns a fresh output: the padded output of this case is not the kernel's to see.
-  EXPECT_EQ(find(r, "guard-output-stride")["disposition"], "not-run");
+  EXPECT_EQ(find(r, "guard-output-stride")["disposition"], "skipped");
+}
+
+// vLLM's dispatch routes padded rows to its Triton kernel, which computes them: with the
+// vllm-dispatch preset a kernel that takes every stride is green on every bundled case, and the
+// fixed op's refusals are failures.
+TEST_F(PythonBridge, TheDispatchPresetGatesAKernelThatTakesEveryStride) {
+  // The padded and viewed layouts; torch eager on the host makes the largest bundled cases slow.
+  const json r = run({"run", testing::source_path("cases/guard.json"), testing::source_path("cases/layouts.json"),
+                      testing::source_path("cases/portable-padded.json"), testing::source_path("cases/flashinfer/row-padded-64.json"),
+                      testing::source_path("cases/vllm"), "--kernel", function("attn_res_eager_any_stride"), "--profile",
+                      "vllm-dispatch"},
+                     kExitOk);
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 0);
+  EXPECT_GT(r["summary"]["by_disposition"]["skipped"], 0);  // padded outputs: the signature returns a fresh one
+  EXPECT_EQ(find(r, "seed-repro-prefix-stride-7175")["disposition"], "passed");
+  EXPECT_NE(find(r, "seed-repro-prefix-stride-7175")["expectation"].get<std::string>().find("compute: preset vllm-dispatch"),
+            std::string::npos);
+  const json op = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_eager"), "--profile",
+                       "vllm-dispatch"},
+                      kExitUnmet);
+  EXPECT_EQ(op["summary"]["by_disposition"]["unexpected-rejection"], 3);
+}
+
+// explore spends its budget on what vLLM's signature can be asked: a drawn padded output (a fresh
+// output cannot have one) is drawn again, and the summary names the reason.
+TEST_F(PythonBridge, ExploreJudgesOrExplainsEveryTrial) {
+  const CommandOutput out = run_cli({"explore", "--backend", "cpu", "--kernel", function("attn_res_eager_any_stride"), "--profile",
+                                     "vllm-dispatch", "--budget", "30", "--seed", "3", "--max-hidden", "256", "--max-tokens", "8"});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
+  EXPECT_NE(out.text.find("30 trials, nothing went wrong: 30 passed"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("skipped"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the vllm signature returns a fresh output"), std::string::npos) << out.text;
 }
 
 TEST_F(PythonBridge, FlashInfersSignatureSeesTheCallersOutput) {
   const json r = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_flashinfer"), "--signature",
-                      "flashinfer"},
+                      "flashinfer", "--profile", "flashinfer"},
                      kExitOk);
-  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
-  EXPECT_EQ(find(r, "guard-output-stride")["rejection"],
-            "Kimi K3 AttnRes requires densely packed rows; got strides 7168, 7168, 7176 for hidden_size 7168");
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 5);
+  EXPECT_EQ(find(r, "guard-output-stride")["comparison"]["mismatched"], 0);  // written at the caller's padded rows
 }
 
 TEST_F(PythonBridge, TheSeedBugIsCaughtThroughPython) {
   const json r = run({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
-                      function("attn_res_eager_hardcoded")},
+                      function("attn_res_eager_hardcoded"), "--profile", "vllm-op"},
                      kExitUnmet);
   EXPECT_EQ(r["cases"][0]["disposition"], "not-rejected");
   EXPECT_GT(r["cases"][0]["comparison"]["max_abs_error"].get<double>(), 3.0);
+  // Declared as a dispatch that computes every layout, the same bug is a wrong answer.
+  const json dispatch = run({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
+                             function("attn_res_eager_hardcoded"), "--profile", "vllm-dispatch"},
+                            kExitUnmet);
+  EXPECT_NE(dispatch["cases"][0]["disposition"], "passed");
+  EXPECT_GT(dispatch["cases"][0]["comparison"]["mismatched"].get<std::int64_t>(), 1000000);
 }
 
 TEST_F(PythonBridge, AResultThatIsNotTheOutputFails) {

@@ -165,8 +165,11 @@ TEST(Cli, ExitCodeFollowsExpectations) {
   const std::string good = dir.file("good.json", case_text("good"));
   EXPECT_EQ(run_cli({"run", good, "--backend", "cpu"}).exit_code, kExitOk);
   const std::string padded = dir.file("padded.json", case_text("padded", 2, 1));
-  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu"}).exit_code, kExitUnmet);  // unexpected rejection
-  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--device-model", "sm_86"}).exit_code, kExitOk);  // portable
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu"}).exit_code, kExitOk);  // the native kernel refuses it, as it declares
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--device-model", "sm_86"}).exit_code, kExitOk);  // portable computes it
+  // A case file's own expectation wins over the kernel's declaration.
+  const std::string must_pass = dir.file("must-pass.json", case_text("must-pass", 2, 1, R"("expect":{"verdict":"pass"},)"));
+  EXPECT_EQ(run_cli({"run", must_pass, "--backend", "cpu"}).exit_code, kExitUnmet);  // unexpected rejection
   const CommandOutput none = run_cli({"run", good, "--backend", "cpu", "--device-model", "none"});
   EXPECT_EQ(none.exit_code, kExitUnmet);
   EXPECT_NE(none.text.find("not-run"), std::string::npos);
@@ -181,7 +184,7 @@ TEST(Cli, ExitCodeFollowsExpectations) {
 TEST(Cli, InterestingnessTestByDisposition) {
   TempDir dir;
   const std::string padded = dir.file("padded.json", case_text("padded", 2, 1));
-  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--interesting", "unexpected-rejection"}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--interesting", "rejected-as-expected"}).exit_code, kExitOk);
   EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--interesting", "passed"}).exit_code, kExitUnmet);
   EXPECT_THROW(run_cli({"run", padded, "--backend", "cpu", "--interesting", "nope"}), UsageError);
 }

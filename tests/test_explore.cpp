@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "app/explore.h"
 #include "test_util.h"
@@ -55,11 +56,14 @@ TEST(Explore, OutcomesOfATrial) {
   CaseResult r;
   r.disposition = Disposition::passed;
   EXPECT_EQ(classify_trial(r), TrialOutcome::passed);
-  r.disposition = Disposition::unexpected_rejection;
+  r.disposition = Disposition::rejected_as_expected;
   EXPECT_EQ(classify_trial(r), TrialOutcome::refused);
+  r.disposition = Disposition::skipped;
+  EXPECT_EQ(classify_trial(r), TrialOutcome::skipped);
   r.disposition = Disposition::not_run;
   EXPECT_EQ(classify_trial(r), TrialOutcome::not_run);
-  for (Disposition d : {Disposition::failed, Disposition::memory_violation, Disposition::error})
+  // A refusal the kernel did not declare is a finding.
+  for (Disposition d : {Disposition::unexpected_rejection, Disposition::failed, Disposition::memory_violation, Disposition::error})
     EXPECT_EQ(classify_trial(CaseResult{"", "", 0, d}), TrialOutcome::finding);
 }
 
@@ -88,10 +92,19 @@ TEST(Explore, FindsTheSeedsBugClassUnguardedAndShrinksIt) {
 // A kernel that refuses every call computes nothing: explore names its message and fails.
 TEST(Explore, AKernelThatRefusesEverythingIsNotClean) {
   const std::string kernel = std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_refuses_everything.so";
-  const CommandOutput run =
-      testing::run_cli({"explore", "--backend", "cpu", "--kernel", kernel, "--budget", "40", "--seed", "4"});
+  testing::TempDir dir;
+  // Undeclared, the first refusal is a finding.
+  const CommandOutput undeclared = testing::run_cli({"explore", "--backend", "cpu", "--kernel", kernel, "--budget", "40", "--seed",
+                                                     "4", "--out", (dir.path() / "found").string()});
+  EXPECT_EQ(undeclared.exit_code, kExitUnmet) << undeclared.text;
+  EXPECT_NE(undeclared.text.find("trial 0 went wrong: unexpected-rejection"), std::string::npos) << undeclared.text;
+  // Declared (it may refuse anything), every refusal is the kernel's word, and nothing was judged.
+  const std::filesystem::path profile = dir.path() / "profile.json";
+  std::ofstream(profile) << R"({"schema_version": 1, "refuses": [{"when": "hidden_above", "value": 1, "mode": "may"}]})";
+  const CommandOutput run = testing::run_cli(
+      {"explore", "--backend", "cpu", "--kernel", kernel, "--profile", profile.string(), "--budget", "40", "--seed", "4"});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.text;
-  EXPECT_NE(run.text.find("0 passed, 40 refused with a message"), std::string::npos) << run.text;
+  EXPECT_NE(run.text.find("0 passed, 40 refused as the kernel declares it may or must"), std::string::npos) << run.text;
   EXPECT_NE(run.text.find("  refused 40 times: \"test plugin: not implemented\""), std::string::npos) << run.text;
   EXPECT_NE(run.notes.find("no trial was computed and judged"), std::string::npos) << run.notes;
 }

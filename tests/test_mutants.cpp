@@ -65,6 +65,7 @@ std::vector<CaseSpec> aimed_cases() {
   CaseSpec many_tokens = default_case("many-tokens", 70000, 8, 2, 1);
   many_tokens.seed = 8;
   CaseSpec reject = make("expects-reject", 1, 5);
+  reject.expectation_written = true;
   reject.expect = Expectation::reject;
   return {depth, padded, zero_slot, large_logits, distinct_eps, denormal, many_tokens, reject};
 }

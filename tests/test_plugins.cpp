@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/case_spec.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "test_util.h"
@@ -29,44 +31,112 @@ std::string plugin(const std::string& variant) {
 
 using testing::usage_error;
 
-const std::vector<std::string> kBundled = {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
-                                           testing::source_path("cases/fallback.json"),
-                                           testing::source_path("cases/portable-padded.json")};
+// Every padded and viewed layout the bundled cases hold, and the public cases: what tells a
+// kernel that takes every stride from one that hard-codes it or refuses it.
+std::vector<std::string> layout_cases() {
+  return {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+          testing::source_path("cases/layouts.json"), testing::source_path("cases/portable-padded.json"),
+          testing::source_path("cases/flashinfer/row-padded-64.json"), testing::source_path("cases/vllm")};
+}
 
-TEST(Plugins, TheFixedKernelMeetsEveryExpectation) {
+CommandOutput run_on(const std::string& kernel, std::vector<std::string> extra) {
+  std::vector<std::string> args{"run"};
+  for (const std::string& path : layout_cases()) args.push_back(path);
+  args.insert(args.end(), {"--backend", "cpu", "--kernel", kernel});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cli(args);
+}
+
+// The fixed kernel refuses rows that are not densely packed, as vLLM's op must. Declared so (the
+// vllm-op preset, or the same in a profile file), every case is judged on it, the padded ones
+// pinned to a built-in kernel too, and the gate is green; undeclared, its refusals fail.
+TEST(Plugins, TheFixedKernelMeetsEveryExpectationItDeclares) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string(), junit = (dir.path() / "r.xml").string();
-  std::vector<std::string> args{"run"};
-  args.insert(args.end(), kBundled.begin(), kBundled.end());
-  args.insert(args.end(), {"--backend", "cpu", "--kernel", plugin("ok"), "--json", report, "--junit", junit});
-  const CommandOutput out = run_cli(args);
+  const CommandOutput out = run_on(plugin("ok"), {"--profile", "vllm-op", "--json", report, "--junit", junit});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
-  EXPECT_NE(out.notes.find("12 cases pinned to the built-in portable kernel left out"), std::string::npos) << out.notes;
-  // The note counts the selected cases it leaves out, not every loaded one.
-  std::vector<std::string> filtered{"run"};
-  filtered.insert(filtered.end(), kBundled.begin(), kBundled.end());
-  filtered.insert(filtered.end(), {"--backend", "cpu", "--kernel", plugin("ok"), "--filter", "seed-repro", "--filter",
-                                   "portable-padded-t1-b1"});
-  const CommandOutput few = run_cli(filtered);
-  EXPECT_NE(few.notes.find("1 case pinned to the built-in portable kernel left out"), std::string::npos) << few.notes;
-  EXPECT_NE(few.text.find("1 case, 1 rejected-as-expected"), std::string::npos) << few.text;
+  EXPECT_NE(out.notes.find("18 cases pinned to a built-in kernel run on --kernel " + plugin("ok")), std::string::npos) << out.notes;
   const json r = json::parse(read_file(report));
-  EXPECT_EQ(r["kernel"], plugin("ok"));
-  EXPECT_EQ(r["summary"]["total"], 36 + 5 + 5);  // public, guard, fallback
-  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 4);
+  EXPECT_EQ(r["summary"]["total"], std::int64_t(load_cases(layout_cases()).cases.size()));  // none left out
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 21);
   for (const json& c : r["cases"]) {
     EXPECT_EQ(c["kernel"], plugin("ok"));
+    if (c["disposition"] == "rejected-as-expected")
+      EXPECT_EQ(c["expectation"].get<std::string>().rfind("refuse with \"Kimi K3 AttnRes requires densely packed rows; got", 0), 0u)
+          << c["expectation"];
     if (c["name"] == "seed-repro-prefix-stride-7175")
       EXPECT_EQ(c["rejection"], "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
   }
   EXPECT_NE(read_file(junit).find("<property name=\"kernel\" value=\"" + plugin("ok") + "\"/>"), std::string::npos);
+
+  // The same declaration as a user's profile file.
+  const std::filesystem::path profile = dir.path() / "profile.json";
+  const json declared = {{"schema_version", 1},
+                         {"refuses", {{{"when", "rows_not_dense"}, {"mode", "must"},
+                                       {"message", "Kimi K3 AttnRes requires densely packed rows; got strides {prefix}, {delta}, "
+                                                   "{output} for hidden_size {H}"}}}}};
+  std::ofstream(profile) << declared.dump();
+  EXPECT_EQ(run_on(plugin("ok"), {"--profile", profile.string()}).exit_code, kExitOk);
+
+  // Undeclared, a refusal is a failure: with no profile an external kernel must compute every case.
+  const CommandOutput undeclared = run_on(plugin("ok"), {"--json", report});
+  EXPECT_EQ(undeclared.exit_code, kExitUnmet);
+  EXPECT_EQ(json::parse(read_file(report))["summary"]["by_disposition"]["unexpected-rejection"], 21);
+
+  // A declared message one character away from the kernel's is a failure.
+  json typo = declared;
+  typo["refuses"][0]["message"] = "Kimi K3 AttnRes requires densely packed rows: got strides {prefix}, {delta}, {output} for hidden_size {H}";
+  std::ofstream(profile) << typo.dump();
+  const CommandOutput other = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend", "cpu",
+                                       "--kernel", plugin("ok"), "--profile", profile.string()});
+  EXPECT_EQ(other.exit_code, kExitUnmet);
+  EXPECT_NE(other.text.find("rejected with another message"), std::string::npos) << other.text;
+}
+
+// A kernel that takes every stride (as vLLM's dispatch and FlashInfer's API must) is green with no
+// profile; the hard-coded stride fails every padded case with T > 1.
+TEST(Plugins, AKernelThatTakesEveryStridePassesAndTheSeedBugFailsEveryPaddedCase) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  EXPECT_EQ(run_on(plugin("any_stride"), {}).exit_code, kExitOk);
+  EXPECT_EQ(run_on(plugin("hardcoded"), {"--json", report}).exit_code, kExitUnmet);
+  const json written = json::parse(read_file(report));
+  std::map<std::string, std::string> disposition;
+  for (const json& c : written["cases"]) disposition[c["name"]] = c["disposition"];
+  int padded = 0;
+  for (const CaseSpec& spec : load_cases(layout_cases()).cases) {
+    ASSERT_EQ(disposition.count(spec.name), 1u) << spec.name;
+    const std::int64_t hidden = spec.shape.hidden;
+    const bool rows_padded =
+        spec.strides.prefix != hidden || (spec.shape.has_delta && spec.strides.delta != hidden) || spec.strides.output != hidden;
+    if (rows_padded && spec.shape.tokens > 1) {
+      ++padded;
+      EXPECT_NE(disposition[spec.name], "passed") << spec.name;
+    } else if (!rows_padded) {
+      EXPECT_EQ(disposition[spec.name], "passed") << spec.name;
+    }
+  }
+  EXPECT_GE(padded, 14);
+}
+
+// --shard splits the cases the run judges: under --kernel, the shards together are the whole run.
+TEST(Plugins, ShardsUnderAKernelCoverEveryCase) {
+  TempDir dir;
+  std::int64_t total = 0;
+  for (const char* shard : {"1/3", "2/3", "3/3"}) {
+    const std::string report = (dir.path() / (std::string("r") + shard[0] + ".json")).string();
+    run_on(plugin("any_stride"), {"--shard", shard, "--json", report});
+    total += json::parse(read_file(report))["summary"]["total"].get<std::int64_t>();
+  }
+  EXPECT_EQ(total, std::int64_t(load_cases(layout_cases()).cases.size()));
 }
 
 TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
+  // Declared as vLLM's op: it must refuse the padded rows, and runs them.
   const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend", "cpu",
-                                     "--kernel", plugin("hardcoded"), "--json", report});
+                                     "--kernel", plugin("hardcoded"), "--profile", "vllm-op", "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet);
   const json c = json::parse(read_file(report))["cases"][0];
   EXPECT_EQ(c["disposition"], "not-rejected");
@@ -102,12 +172,14 @@ TEST(Plugins, DamageThenARefusalIsAMemoryViolation) {
   }
   EXPECT_EQ(refused, 4);
   // The fixed kernel's refusals leave everything as it was.
-  EXPECT_EQ(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", plugin("ok")}).exit_code,
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", plugin("ok"), "--profile",
+                     "vllm-op"})
+                .exit_code,
             kExitOk);
 }
 
 // fmaxf(NaN, x) is x: a kernel that reads its output before writing it is right after the NaN
-// poison. The call before it, on a finite poison, shows it.
+// poison. The probe call before it, on a finite poison, shows it.
 TEST(Plugins, AKernelThatReadsItsOutputFails) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
@@ -119,10 +191,74 @@ TEST(Plugins, AKernelThatReadsItsOutputFails) {
   for (const json& c : written["cases"]) {
     EXPECT_EQ(c["disposition"], "failed") << c["name"];
     EXPECT_EQ(c["comparison"]["mismatched"], 0) << c["name"];  // the judged output alone is right
-    EXPECT_NE(c["detail"].get<std::string>().find("its output depends on what the output held before the call"),
+    EXPECT_NE(c["detail"].get<std::string>().find("its output depends on memory it must not read"),
               std::string::npos)
         << c["detail"];
   }
+}
+
+// The judged call's one constant canary hides a copy of one tensor's padding into another's, and
+// a write of that constant; the probe call's canaries, different per tensor and element, do not.
+TEST(Plugins, CopiedOrConstantCanariesAreSeenByTheProbeCall) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput copies = run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend", "cpu",
+                                        "--kernel", plugin("copies_padding"), "--json", report});
+  EXPECT_EQ(copies.exit_code, kExitUnmet) << copies.text;
+  const json copied = json::parse(read_file(report));
+  ASSERT_EQ(copied["cases"].size(), 1u);
+  const json& c = copied["cases"][0];
+  EXPECT_EQ(c["disposition"], "memory-violation") << c["detail"];
+  EXPECT_EQ(c["comparison"]["mismatched"], 0);
+  ASSERT_EQ(c["violations"].size(), 1u) << c["violations"];
+  EXPECT_EQ(c["violations"][0]["tensor"], "blocks");
+  EXPECT_EQ(c["violations"][0]["kind"], "padding canary overwritten (in the probe call, whose canaries differ per tensor and element)");
+  EXPECT_EQ(c["violations"][0]["count"], 17 * 7);  // every token's 7 padding elements, all but by chance
+  EXPECT_EQ(c["violations"][0]["row"], 5);         // token 0's written block
+  EXPECT_EQ(c["violations"][0]["col"], 7168);
+
+  const CommandOutput constant = run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend",
+                                          "cpu", "--kernel", plugin("writes_canary"), "--json", report});
+  EXPECT_EQ(constant.exit_code, kExitUnmet) << constant.text;
+  const json filled = json::parse(read_file(report));
+  const json& f = filled["cases"][0];
+  EXPECT_EQ(f["disposition"], "memory-violation") << f["detail"];
+  std::map<std::string, std::int64_t> count_by_place;
+  for (const json& v : f["violations"]) count_by_place[v["tensor"].get<std::string>() + ": " + v["kind"].get<std::string>()] = v["count"];
+  const std::string probe = " (in the probe call, whose canaries differ per tensor and element)";
+  EXPECT_EQ(count_by_place, (std::map<std::string, std::int64_t>{{"prefix: padding canary overwritten" + probe, 17},
+                                                                 {"output: guard region before the allocation overwritten" + probe, 1}}));
+
+  // The same case on a kernel that takes every stride and writes nothing else passes.
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend", "cpu"}).exit_code,
+            kExitOk);
+}
+
+// Wrong kernels that the other bundled cases cannot tell from a correct one: cases/numerics.json
+// has eps apart with small-RMS sources, a denormal residual and T = 70000.
+TEST(Plugins, NumericsCasesCatchWhatOtherCasesCannot) {
+  const std::string numerics = testing::source_path("cases/numerics.json");
+  for (const auto& [variant, caught_by] : std::vector<std::pair<std::string, std::string>>{
+           {"ignores_eps", "numerics-distinct-eps-small-rms"},
+           {"swaps_eps", "numerics-distinct-eps-small-rms"},
+           {"flushes_p", "numerics-denormal-residual"},
+           {"skips_far_tokens", "numerics-tokens-past-65535"}}) {
+    TempDir dir;
+    const std::string report = (dir.path() / "r.json").string();
+    const CommandOutput out = run_cli({"run", numerics, "--backend", "cpu", "--kernel", plugin(variant), "--json", report});
+    EXPECT_EQ(out.exit_code, kExitUnmet) << variant << out.text;
+    const json written = json::parse(read_file(report));
+    bool caught = false;
+    for (const json& c : written["cases"]) caught |= c["name"] == caught_by && c["disposition"] != "passed";
+    EXPECT_TRUE(caught) << variant << " on " << caught_by << "\n" << out.text;
+    // The public cases alone pass it.
+    EXPECT_EQ(run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu", "--kernel",
+                       plugin(variant)})
+                  .exit_code,
+              kExitOk)
+        << variant;
+  }
+  EXPECT_EQ(run_cli({"run", numerics, "--backend", "cpu", "--kernel", plugin("any_stride")}).exit_code, kExitOk);
 }
 
 // +0.07 on every element is inside atol 8e-2, yet a correct bf16 kernel's errors average out:
@@ -213,38 +349,43 @@ TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   TempDir dir;
   const auto bundle = dir.path() / "bundle";
   const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
-                                       "--out", bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded")});
+                                       "--out", bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded"),
+                                       "--profile", "vllm-op"});
   EXPECT_EQ(repro.exit_code, kExitUnmet);
   EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel " + plugin("hardcoded") + " "), std::string::npos);
+  EXPECT_NE(read_file(bundle / "replay.sh").find(" --profile vllm-op"), std::string::npos);
   EXPECT_EQ(json::parse(read_file(bundle / "environment.json"))["kernel"], plugin("hardcoded"));
   EXPECT_NE(read_file(bundle / "REPORT.md").find("- kernel: " + plugin("hardcoded")), std::string::npos);
 
   const std::string small = (dir.path() / "small.json").string();
   const CommandOutput shrink = run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
-                                        "--out", small, "--backend", "cpu", "--kernel", plugin("hardcoded")});
+                                        "--out", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"});
   EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
   const json c = json::parse(read_file(small));
   EXPECT_LT(c["T"].get<int>(), 320);
-  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--interesting", "not-rejected"}).exit_code,
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op", "--interesting",
+                     "not-rejected"})
+                .exit_code,
             kExitOk);
-  // The shrunk case is a regression test: a kernel that refuses the layout meets it, and it expects
-  // the refusal of the shrunk layout, not the original's.
+  // The shrunk case is a regression test: it still pads rows, writes no expectation of its own (the
+  // kernel's declaration gives it), and a kernel that refuses the layout as declared meets it.
   const std::int64_t hidden = c["H"], stride = c["tensors"]["prefix"]["row_stride"];
-  EXPECT_EQ(c["expect"]["message"], fmt::format("Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}",
-                                                stride, c["has_delta"].get<bool>() ? std::to_string(hidden) : "none", hidden, hidden));
-  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("ok")}).exit_code, kExitOk);
+  EXPECT_GT(stride, hidden);
+  EXPECT_FALSE(c.contains("expect"));
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("ok"), "--profile", "vllm-op"}).exit_code, kExitOk);
 
   // Here the kernel's answer is right (one token: the hard-coded stride is never used), so only
   // the missing refusal is the bug: shrinking keeps the padding the guard refuses.
   const std::string no_delta = (dir.path() / "no-delta.json").string();
   ASSERT_EQ(run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "guard-no-delta-prefix-stride", "--out", no_delta,
-                     "--backend", "cpu", "--kernel", plugin("hardcoded")})
+                     "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"})
                 .exit_code,
             kExitOk);
   const json d = json::parse(read_file(no_delta));
   EXPECT_GT(d["tensors"]["prefix"]["row_stride"].get<std::int64_t>(), d["H"].get<std::int64_t>());
-  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("ok")}).exit_code, kExitOk);
-  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded")}).exit_code, kExitUnmet);
+  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("ok"), "--profile", "vllm-op"}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"}).exit_code,
+            kExitUnmet);
 }
 
 }  // namespace

@@ -191,13 +191,21 @@ TEST(Runner, RejectionExpectations) {
   CaseSpec padded = small_case();
   padded.strides.prefix = 513;
   FakeBackend backend(correct);
+  // No expectation in the case: the native kernel's declaration says it must refuse, and with what.
+  const CaseResult declared = run_case(padded, backend, RunOptions{});
+  EXPECT_EQ(declared.disposition, Disposition::rejected_as_expected);
+  const std::string message = "Kimi K3 AttnRes requires densely packed rows; got strides 513, 512, 512 for hidden_size 512";
+  EXPECT_EQ(declared.rejection.value(), message);
+  EXPECT_EQ(declared.expectation, "refuse with \"" + message +
+                                      "\": the built-in native kernel declares it must refuse where rows_not_dense");
+
+  // The case file's own expectation wins.
+  padded.expectation_written = true;
   const CaseResult unexpected = run_case(padded, backend, RunOptions{});
   EXPECT_EQ(unexpected.disposition, Disposition::unexpected_rejection);
-  EXPECT_EQ(unexpected.rejection.value(),
-            "Kimi K3 AttnRes requires densely packed rows; got strides 513, 512, 512 for hidden_size 512");
-
+  EXPECT_EQ(unexpected.expectation, "compute: the case file says so");
   padded.expect = Expectation::reject;
-  padded.expected_message = *unexpected.rejection;
+  padded.expected_message = message;
   EXPECT_EQ(run_case(padded, backend, RunOptions{}).disposition, Disposition::rejected_as_expected);
   padded.expected_message = "something else";
   const CaseResult other = run_case(padded, backend, RunOptions{});
@@ -205,6 +213,7 @@ TEST(Runner, RejectionExpectations) {
   EXPECT_NE(other.detail.find("expected \"something else\""), std::string::npos);
 
   CaseSpec dense = small_case();
+  dense.expectation_written = true;
   dense.expect = Expectation::reject;
   EXPECT_EQ(run_case(dense, backend, RunOptions{}).disposition, Disposition::not_rejected);
 }

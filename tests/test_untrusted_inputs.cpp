@@ -356,7 +356,7 @@ TEST(MemoryBudget, CasesOverTheBudgetAreNotRunWithTheBytes) {
   const CaseFootprint need = case_footprint(spec, *backend, false);
   // Three copies of every tensor's storage (the kernel's, the reference's which ends as the
   // expected state, and the inputs as made; prefix alone: 3 * 2^31 elements of 2 bytes), the
-  // output of the call on a finite poison, and the float64 output.
+  // output of the probe call, and the float64 output.
   ASSERT_TRUE(need.host_bytes);
   EXPECT_GT(*need.host_bytes, 3 * 3 * (std::int64_t(1) << 31) * 2);
   const std::int64_t output_bytes = case_layouts(spec.shape, spec.strides).back().storage_elements() * 2;

@@ -185,8 +185,8 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
 TEST(Worker, ExploreShrinksAKernelCrashIntoABundle) {
   TempDir dir;
   const std::string bundle = (dir.path() / "found").string();
-  const CommandOutput out = run_cli({"explore", "--backend", "cpu", "--kernel", plugin("crashes"), "--budget", "60", "--seed",
-                                     "3", "--max-hidden", "256", "--out", bundle});
+  const CommandOutput out = run_cli({"explore", "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op",
+                                     "--budget", "60", "--seed", "3", "--max-hidden", "256", "--out", bundle});
   EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
   EXPECT_NE(out.text.find("went wrong: error"), std::string::npos) << out.text;
   const json result = json::parse(read_file(bundle + "/result.json"));
@@ -198,11 +198,12 @@ TEST(Worker, ExploreShrinksAKernelCrashIntoABundle) {
   EXPECT_TRUE(std::filesystem::exists(bundle + "/inputs.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(bundle + "/outputs.safetensors"));
   // The bundle's own replay line reproduces it.
-  const CommandOutput replay = run_cli({"run", bundle + "/case.json", "--backend", "cpu", "--kernel", plugin("crashes")});
+  const CommandOutput replay =
+      run_cli({"run", bundle + "/case.json", "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op"});
   EXPECT_NE(replay.text.find("1 case, 1 error"), std::string::npos) << replay.text;
   // So does its second line, the replay of the stored inputs (in a worker too).
   const CommandOutput stored = run_cli({"run", bundle + "/case.json", "--inputs", bundle + "/inputs.safetensors", "--backend",
-                                        "cpu", "--kernel", plugin("crashes")});
+                                        "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op"});
   EXPECT_NE(stored.text.find("1 case, 1 error"), std::string::npos) << stored.text;
   EXPECT_NE(stored.text.find("the worker process running this case"), std::string::npos) << stored.text;
 }
@@ -251,7 +252,7 @@ TEST(Worker, ResultsAreTheSameInAWorkerAndInProcess) {
     const std::string report = (dir.path() / fmt::format("r{}.json", in_process)).string();
     std::vector<std::string> args{"run", testing::source_path("cases/guard.json"), testing::source_path("cases/public.json"),
                                   "--filter", "*t3-*", "--filter", "seed*", "--backend", "cpu", "--kernel", plugin("hardcoded"),
-                                  "--json", report};
+                                  "--profile", "vllm-op", "--json", report};
     if (in_process) args.push_back("--in-process");
     run_cli(args);
     reports[in_process] = json::parse(read_file(report));

@@ -12,11 +12,15 @@
 extern "C" {
 #endif
 
-#define ATTNRES_BRIDGE_ABI_VERSION 1u
+#define ATTNRES_BRIDGE_ABI_VERSION 2u
 
 /* launch's result besides ATTNRES_KERNEL_OK, _REFUSED and _FAILED: the kernel ran, but what it
  * returned is not the output ([T, H] bf16 on the operands' device); the case is failed. */
 #define ATTNRES_BRIDGE_WRONG_RESULT 3
+
+/* cannot_implement's answers besides 0. */
+#define ATTNRES_BRIDGE_UNUSABLE 1
+#define ATTNRES_BRIDGE_INEXPRESSIBLE 2
 
 /* Texts a bridge fills, each NUL-terminated within its capacity. */
 typedef struct AttnResBridgeReport {
@@ -36,8 +40,10 @@ typedef struct AttnResBridge {
    * report->message (the kernel cannot be used at all). */
   void* (*open)(const char* target, const char* library, const char* signature, int32_t device_type,
                 AttnResBridgeReport* report);
-  /* Why the kernel cannot take `call` at all (its operands' data pointers are NULL: only shapes,
-   * strides and scalars count): returns 1 with the reason in `reason`, or 0. */
+  /* Why the kernel cannot take `call` (its operands' data pointers are NULL: only shapes, strides
+   * and scalars count), with the reason in `reason`: ATTNRES_BRIDGE_UNUSABLE (the kernel cannot
+   * run here at all), ATTNRES_BRIDGE_INEXPRESSIBLE (its signature cannot express the problem), or
+   * 0 when it can take it. */
   int (*cannot_implement)(void* handle, const AttnResKernelCall* call, char* reason, size_t capacity);
   /* Runs the kernel: ATTNRES_KERNEL_OK, ATTNRES_KERNEL_REFUSED (the kernel's own refusal),
    * ATTNRES_KERNEL_FAILED or ATTNRES_BRIDGE_WRONG_RESULT, with texts in `report`. */

@@ -223,11 +223,15 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
 
 int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, size_t capacity) {
   const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
-  std::string why = kernel.unusable;
-  if (why.empty() && kernel.signature == "vllm" && call->output->strides[0] != call->output->shape[1])
-    why = "the vllm signature returns a fresh output: a case with a padded output row stride cannot be expressed";
-  copy_text(reason, capacity, why);
-  return why.empty() ? 0 : 1;
+  if (!kernel.unusable.empty()) {
+    copy_text(reason, capacity, kernel.unusable);
+    return ATTNRES_BRIDGE_UNUSABLE;
+  }
+  if (kernel.signature == "vllm" && call->output->strides[0] != call->output->shape[1]) {
+    copy_text(reason, capacity, "the vllm signature returns a fresh output: a case with a padded output row stride cannot be expressed");
+    return ATTNRES_BRIDGE_INEXPRESSIBLE;
+  }
+  return 0;
 }
 
 // A DLPack capsule for one operand; the DLManagedTensor owns copies of its shape and strides,

@@ -140,7 +140,11 @@ void* open(const char* target, const char* library, const char* /*signature*/, i
 
 int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, size_t capacity) {
   const TorchOp& op = *static_cast<const TorchOp*>(handle);
-  std::string why = op.unusable;
+  if (!op.unusable.empty()) {
+    copy_text(reason, capacity, op.unusable);
+    return ATTNRES_BRIDGE_UNUSABLE;
+  }
+  std::string why;
   auto absent_but_required = [&](bool present, Slot slot, const char* what) {
     if (why.empty() && !present && takes(op, slot) && !op.optional[int(slot)])
       why = op.target + " takes " + what + " as a Tensor (not Tensor?): a case without it cannot be expressed";
@@ -154,7 +158,7 @@ int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, 
   if (why.empty() && !takes(op, Slot::output) && call->output->strides[0] != call->output->shape[1])
     why = op.target + " returns a fresh output: a case with a padded output row stride cannot be expressed";
   copy_text(reason, capacity, why);
-  return why.empty() ? 0 : 1;
+  return why.empty() ? 0 : ATTNRES_BRIDGE_INEXPRESSIBLE;
 }
 
 at::Tensor wrap(const DLTensor* t) {

@@ -4,8 +4,11 @@ apart from the tool's own kernels.
 vLLM's signature (positional, returns the output):
   attn_res_eager            torch eager, the fixed kernel: refuses rows that are not densely packed
                             with the exact message, as RuntimeError (what TORCH_CHECK raises)
+  attn_res_eager_any_stride torch eager on every stride (as vLLM's dispatch, which routes padded
+                            rows to its Triton kernel)
   attn_res_eager_hardcoded  torch eager with the seed bug: prefix and delta rows read H apart
   attn_res_triton           a Triton kernel, one program per row, with the same packed-row check
+  attn_res_triton_any_stride  the same Triton kernel on every stride
   attn_res_wrong_dtype      returns float32: the bridge must call it a wrong result
   attn_res_import_vllm      imports vLLM's custom ops, as vLLM's dispatch does: ImportError here
   attn_res_without_op_check calls torch.ops._C.kimi_k3_attn_res without asking whether it exists,
@@ -13,7 +16,7 @@ vLLM's signature (positional, returns the output):
   attn_res_kills_its_process  SIGSEGV, as a native kernel that faults on the host does
   attn_res_hangs            never returns, as a kernel stuck on a barrier
 FlashInfer's signature (keyword scalars, caller-owned out=):
-  attn_res_flashinfer       torch eager
+  attn_res_flashinfer       torch eager on every stride, the output's too (as FlashInfer's API)
 """
 import os
 import signal
@@ -53,6 +56,12 @@ def attn_res_eager(prefix, delta, blocks, norm_weight, qk_weight, output_norm_we
                      output_norm_eps)
 
 
+def attn_res_eager_any_stride(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                              block_write_idx, eps, output_norm_eps):
+    return _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                     output_norm_eps)
+
+
 def attn_res_eager_hardcoded(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
                              block_write_idx, eps, output_norm_eps):
     tokens, hidden = prefix.shape
@@ -66,7 +75,6 @@ def attn_res_eager_hardcoded(prefix, delta, blocks, norm_weight, qk_weight, outp
 
 def attn_res_flashinfer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
                         block_write_idx, eps, output_norm_eps, out):
-    _require_packed(prefix, delta, out.stride(0))
     out.copy_(_contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
                         eps, output_norm_eps))
 
@@ -158,6 +166,12 @@ def _triton_row_kernel():
 def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
                     eps, output_norm_eps):
     _require_packed(prefix, delta, prefix.shape[1])
+    return attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                                      block_write_idx, eps, output_norm_eps)
+
+
+def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                               block_write_idx, eps, output_norm_eps):
     row, next_power_of_2 = _triton_row_kernel()
     tokens, hidden = prefix.shape
     out = torch.empty((tokens, hidden), dtype=torch.bfloat16, device=prefix.device)

@@ -2,6 +2,8 @@
 // kernels. One source, built as several libraries (tests/CMakeLists.txt):
 //   ATTNRES_PLUGIN_OK           the fixed production kernel: refuses rows that are not densely
 //                               packed with the exact message, honours every other stride
+//   ATTNRES_PLUGIN_ANY_STRIDE   takes every stride and computes it (as vLLM's dispatch and
+//                               FlashInfer's API must)
 //   ATTNRES_PLUGIN_HARDCODED    the seed bug: takes prefix, delta and output rows as H apart
 //   ATTNRES_PLUGIN_DAMAGES_THEN_REFUSES  the seed bug, then the fixed kernel's refusal with its
 //                               exact message: the damage is done before the guard
@@ -9,7 +11,15 @@
 //                               poison (fmaxf(NaN, x) is x), wrong after anything else
 //   ATTNRES_PLUGIN_BIASED       adds 0.07 to every output element: inside the tolerance (8e-2),
 //                               and wrong
+//   ATTNRES_PLUGIN_IGNORES_EPS  takes eps and output_norm_eps as 0
+//   ATTNRES_PLUGIN_SWAPS_EPS    uses eps for the output norm and output_norm_eps for the keys
+//   ATTNRES_PLUGIN_FLUSHES_P    writes and uses a denormal p as 0, as flush-to-zero arithmetic does
+//   ATTNRES_PLUGIN_SKIPS_FAR_TOKENS  never computes rows from 65535 on (tokens on a grid's y)
 //   ATTNRES_PLUGIN_REFUSES_EVERYTHING  refuses every call ("not implemented"), touching nothing
+//   ATTNRES_PLUGIN_COPIES_PADDING  takes every stride, and its block write copies the prefix row's
+//                               padding into the written block row's padding
+//   ATTNRES_PLUGIN_WRITES_CANARY  takes every stride, and writes 0x40a5 (the judged call's canary)
+//                               just before the output and after each padded prefix row
 //   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
 //   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
 //   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
@@ -20,6 +30,7 @@
 #include <attnres/kernel_abi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <cstdint>
@@ -84,18 +95,41 @@ int run(const AttnResKernelCall* c) {
   if (c->num_blocks == 3)
     for (;;) ::pause();  // as a kernel spinning on a barrier that never completes
 #endif
+#if defined(ATTNRES_PLUGIN_IGNORES_EPS)
+  const float eps = 0, output_norm_eps = 0;
+#elif defined(ATTNRES_PLUGIN_SWAPS_EPS)
+  const float eps = float(c->output_norm_eps), output_norm_eps = float(c->eps);
+#else
+  const float eps = float(c->eps), output_norm_eps = float(c->output_norm_eps);
+#endif
   const std::int64_t block_token = c->blocks->strides[0], block_row = c->blocks->strides[1];
   const int sources = int(c->num_blocks) + 1;
   std::vector<float> gate(hidden), mixed(hidden), logits(sources);
   for (std::int64_t h = 0; h < hidden; ++h) gate[h] = load(c->norm_weight, h) * load(c->qk_weight, h);
-  for (std::int64_t t = 0; t < tokens; ++t) {
+#if defined(ATTNRES_PLUGIN_SKIPS_FAR_TOKENS)
+  const std::int64_t computed = std::min<std::int64_t>(tokens, 65535);
+#else
+  const std::int64_t computed = tokens;
+#endif
+  for (std::int64_t t = 0; t < computed; ++t) {
     const std::int64_t prefix_row = t * row_stride(c->prefix);
     for (std::int64_t h = 0; h < hidden; ++h) {
       float sum = load(c->prefix, prefix_row + h);
       if (c->delta) sum += load(c->delta, t * row_stride(c->delta) + h);
+#if defined(ATTNRES_PLUGIN_FLUSHES_P)
+      if (std::fabs(sum) < 1.17549435e-38f) sum = 0;
+#endif
       store(c->prefix, prefix_row + h, round_bf16(sum));
       if (c->block_write_idx >= 0) store(c->blocks, t * block_token + c->block_write_idx * block_row + h, round_bf16(sum));
     }
+#if defined(ATTNRES_PLUGIN_COPIES_PADDING)
+    if (c->block_write_idx >= 0)
+      for (std::int64_t h = hidden; h < std::min(row_stride(c->prefix), block_row); ++h)
+        store(c->blocks, t * block_token + c->block_write_idx * block_row + h, round_bf16(load(c->prefix, prefix_row + h)));
+#elif defined(ATTNRES_PLUGIN_WRITES_CANARY)
+    if (row_stride(c->prefix) > hidden) store(c->prefix, prefix_row + hidden, 0x40a5);
+    if (t == 0) store(c->output, -1, 0x40a5);
+#endif
     auto source = [&](int s, std::int64_t h) {
       return s < c->num_blocks ? load(c->blocks, t * block_token + s * block_row + h) : load(c->prefix, prefix_row + h);
     };
@@ -107,7 +141,7 @@ int run(const AttnResKernelCall* c) {
         dot += v * gate[h];
         squares += v * v;
       }
-      logits[s] = dot / std::sqrt(squares / float(hidden) + float(c->eps));
+      logits[s] = dot / std::sqrt(squares / float(hidden) + eps);
       max_logit = std::fmax(max_logit, logits[s]);
     }
     float total = 0;
@@ -120,7 +154,7 @@ int run(const AttnResKernelCall* c) {
     if (c->output_norm_weight) {
       float squares = 0;
       for (std::int64_t h = 0; h < hidden; ++h) squares += mixed[h] * mixed[h];
-      scale = 1.0f / std::sqrt(squares / float(hidden) + float(c->output_norm_eps));
+      scale = 1.0f / std::sqrt(squares / float(hidden) + output_norm_eps);
     }
     for (std::int64_t h = 0; h < hidden; ++h) {
       const float weight = c->output_norm_weight ? load(c->output_norm_weight, h) : 1.0f;
