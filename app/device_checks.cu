@@ -159,26 +159,37 @@ struct CheckTotals {
   long long first[kDamageKinds];
 };
 
-__global__ void check_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
-                             CheckTotals* totals) {
+// One thread's damage, added into the totals once at its end.
+struct ThreadTally {
   unsigned long long count[kDamageKinds] = {};
   long long first[kDamageKinds];
-  for (int k = 0; k < kDamageKinds; ++k) first[k] = kNoOffset;
+  __device__ ThreadTally() {
+    for (int k = 0; k < kDamageKinds; ++k) first[k] = kNoOffset;
+  }
+  __device__ void add(int kind, std::int64_t offset) {
+    if (kind < 0) return;
+    ++count[kind];
+    first[kind] = min(first[kind], (long long)offset);
+  }
+  __device__ void flush(CheckTotals* totals) const {
+    for (int k = 0; k < kDamageKinds; ++k) {
+      add_to(&totals->count[k], count[k]);
+      min_to(&totals->first[k], first[k]);
+    }
+  }
+};
+
+__global__ void check_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
+                             CheckTotals* totals) {
+  ThreadTally tally;
   const std::int64_t span = t.layout.span();
   ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
     const std::int64_t offset = i - t.guard;
     bool logical = false, state_row = false;
     const bf16_bits want = wanted_at(t, role, pristine, r, offset, logical, state_row);
-    const int kind = damage_at(offset, span, logical, role == TensorRole::output, state_row, t.base[offset], want);
-    if (kind >= 0) {
-      ++count[kind];
-      first[kind] = min(first[kind], (long long)offset);
-    }
+    tally.add(damage_at(offset, span, logical, role == TensorRole::output, state_row, t.base[offset], want), offset);
   }
-  for (int k = 0; k < kDamageKinds; ++k) {
-    add_to(&totals->count[k], count[k]);
-    min_to(&totals->first[k], first[k]);
-  }
+  tally.flush(totals);
 }
 
 // Logical elements keep what they hold.
@@ -192,23 +203,14 @@ __global__ void fill_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t
 }
 
 __global__ void check_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t seed, int tensor, CheckTotals* totals) {
-  unsigned long long count[kDamageKinds] = {};
-  long long first[kDamageKinds];
-  for (int k = 0; k < kDamageKinds; ++k) first[k] = kNoOffset;
+  ThreadTally tally;
   const std::int64_t span = t.layout.span();
   ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
     const std::int64_t offset = i - t.guard;
     if (offset >= 0 && offset < span && t.layout.locate(offset).logical) continue;
-    const int kind = damage_at(offset, span, false, false, false, t.base[offset], patterned_canary(seed, tensor, offset));
-    if (kind >= 0) {
-      ++count[kind];
-      first[kind] = min(first[kind], (long long)offset);
-    }
+    tally.add(damage_at(offset, span, false, false, false, t.base[offset], patterned_canary(seed, tensor, offset)), offset);
   }
-  for (int k = 0; k < kDamageKinds; ++k) {
-    add_to(&totals->count[k], count[k]);
-    min_to(&totals->first[k], first[k]);
-  }
+  tally.flush(totals);
 }
 
 __global__ void state_probe_kernel(DeviceTensorView t, TensorRole role, PristineValues pristine, ResidualSources r,
@@ -366,21 +368,15 @@ std::uint64_t checksum_on_device(const DeviceTensorView& tensor, cudaStream_t st
   return sum.result();
 }
 
-void fill_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
-                                       cudaStream_t stream) {
-  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
-  fill_patterned_canaries_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, seed, tensor_index);
-  ATTNRES_CHECK_LAUNCH("fill_patterned_canaries_kernel");
-}
+namespace {
 
-TensorTally check_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
-                                               cudaStream_t stream) {
+// The tally `launch` adds into zeroed totals.
+template <class Launch>
+TensorTally tally_on_device(cudaStream_t stream, Launch&& launch) {
   CheckTotals initial{};
   for (long long& first : initial.first) first = kNoOffset;
   Accumulator<CheckTotals> totals(initial, stream);
-  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
-  check_patterned_canaries_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, seed, tensor_index, totals.get());
-  ATTNRES_CHECK_LAUNCH("check_patterned_canaries_kernel");
+  launch(totals.get());
   const CheckTotals result = totals.result();
   TensorTally tally;
   for (int k = 0; k < kDamageKinds; ++k) {
@@ -390,20 +386,31 @@ TensorTally check_patterned_canaries_on_device(const DeviceTensorView& tensor, s
   return tally;
 }
 
+}  // namespace
+
+void fill_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
+                                       cudaStream_t stream) {
+  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
+  fill_patterned_canaries_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, seed, tensor_index);
+  ATTNRES_CHECK_LAUNCH("fill_patterned_canaries_kernel");
+}
+
+TensorTally check_patterned_canaries_on_device(const DeviceTensorView& tensor, std::uint64_t seed, int tensor_index,
+                                               cudaStream_t stream) {
+  return tally_on_device(stream, [&](CheckTotals* totals) {
+    check_patterned_canaries_kernel<<<grid_for(tensor.layout.span() + 2 * tensor.guard), kThreads, 0, stream>>>(
+        tensor, seed, tensor_index, totals);
+    ATTNRES_CHECK_LAUNCH("check_patterned_canaries_kernel");
+  });
+}
+
 TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole role, const PristineValues& pristine,
                                    const ResidualSources& residual, cudaStream_t stream) {
-  CheckTotals initial{};
-  for (long long& first : initial.first) first = kNoOffset;
-  Accumulator<CheckTotals> totals(initial, stream);
-  const std::int64_t elements = tensor.layout.span() + 2 * tensor.guard;
-  check_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, role, pristine, residual, totals.get());
-  ATTNRES_CHECK_LAUNCH("check_kernel");
-  const CheckTotals result = totals.result();
-  TensorTally tally;
-  for (int k = 0; k < kDamageKinds; ++k) {
-    tally.count[k] = std::int64_t(result.count[k]);
-    tally.first[k] = result.first[k];
-  }
+  TensorTally tally = tally_on_device(stream, [&](CheckTotals* totals) {
+    check_kernel<<<grid_for(tensor.layout.span() + 2 * tensor.guard), kThreads, 0, stream>>>(tensor, role, pristine, residual,
+                                                                                             totals);
+    ATTNRES_CHECK_LAUNCH("check_kernel");
+  });
   const std::int64_t state = tally.first[int(Damage::state_mismatch)];
   if (state != kNoOffset) {
     DeviceBuffer<bf16_bits> got_want(2);

@@ -179,7 +179,7 @@ def absent(spec, library=""):
 
 
 class CannotExpress(Exception):
-    """The entry point's signature cannot take this case (the tool reports it not-run)."""
+    """The entry point's signature cannot take this case (the tool reports it skipped)."""
 
 
 def call_torch_op(overload, values):
