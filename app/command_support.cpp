@@ -85,8 +85,7 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<Case
     const std::string path = d.rejection ? "rejected" : d.path == KernelPath::none ? "not-run" : to_string(d.path);
     std::string expectation;
     if (d.path != KernelPath::none)
-      judged_spec(spec, d.path == KernelPath::native || d.hard_coded_row_stride ? native_preconditions() : portable_preconditions(),
-                  expectation);
+      judged_spec(spec, dispatched_preconditions(d.path == KernelPath::native, d.hard_coded_row_stride), expectation);
     text += fmt::format("  {:<{}} {:<9} {}{}\n", printable(spec.name), width, path, printable(d.reason),
                         expectation.empty() ? "" : printable("; expected to " + expectation));
   }

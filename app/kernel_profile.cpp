@@ -13,16 +13,6 @@ using nlohmann::json;
 
 constexpr std::uintmax_t kMaxProfileBytes = 1 << 20;
 
-std::string condition_names() {
-  std::string names;
-  for (const RefusalCondition c :
-       {RefusalCondition::rows_not_dense, RefusalCondition::block_write, RefusalCondition::hidden_not_multiple_of,
-        RefusalCondition::hidden_above, RefusalCondition::num_blocks_above, RefusalCondition::tokens_above,
-        RefusalCondition::unaligned_operands})
-    names += (names.empty() ? "" : ", ") + std::string(to_string(c));
-  return names;
-}
-
 RefusalRule parse_rule(const json& entry, const std::string& pointer) {
   if (!entry.is_object()) throw JsonInputError(pointer, "a refusal rule is an object");
   for (const auto& [key, value] : entry.items())
@@ -34,7 +24,7 @@ RefusalRule parse_rule(const json& entry, const std::string& pointer) {
   const std::optional<RefusalCondition> condition = refusal_condition_named(when->get<std::string>());
   if (!condition)
     throw JsonInputError(pointer + "/when", fmt::format("unknown condition {} (known: {})", quoted_literal(when->get<std::string>()),
-                                                        condition_names()));
+                                                        refusal_condition_names()));
   rule.when = *condition;
   const auto value = entry.find("value");
   if (takes_value(rule.when)) {

@@ -121,8 +121,7 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
   }
   s.kernel = backend.kernels().find(to_string(decision.path));
   s.predicted_rejection = decision.rejection;
-  // The portable kernel replaying the native kernel's bug stands in for the native kernel.
-  s.preconditions = decision.hard_coded_row_stride ? native_preconditions() : s.kernel->preconditions();
+  s.preconditions = dispatched_preconditions(decision.path == KernelPath::native, decision.hard_coded_row_stride);
   return s;
 }
 

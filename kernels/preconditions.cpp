@@ -56,6 +56,12 @@ std::optional<RefusalCondition> refusal_condition_named(const std::string& name)
   return std::nullopt;
 }
 
+std::string refusal_condition_names() {
+  std::string names;
+  for (const ConditionName& c : kConditions) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return names;
+}
+
 bool takes_value(RefusalCondition condition) { return entry(condition).takes_value; }
 
 const char* to_string(RefusalMode mode) { return mode == RefusalMode::must ? "must" : "may"; }
@@ -104,6 +110,10 @@ RefusalRule dense_rows_rule() { return RefusalRule{RefusalCondition::rows_not_de
 KernelPreconditions native_preconditions() { return {"the built-in native kernel", {dense_rows_rule()}}; }
 
 KernelPreconditions portable_preconditions() { return {"the built-in portable kernel", {}}; }
+
+KernelPreconditions dispatched_preconditions(bool native_path, bool hard_coded_row_stride) {
+  return native_path || hard_coded_row_stride ? native_preconditions() : portable_preconditions();
+}
 
 std::optional<KernelPreconditions> preset_preconditions(const std::string& name) {
   if (name == "vllm-op") return KernelPreconditions{"preset vllm-op", {dense_rows_rule()}};

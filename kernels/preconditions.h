@@ -44,6 +44,8 @@ struct KernelPreconditions {
 // The rule names and takes-a-value flags, as profiles spell them ("rows_not_dense", ...).
 const char* to_string(RefusalCondition condition);
 std::optional<RefusalCondition> refusal_condition_named(const std::string& name);
+// Every condition's name, in declaration order ("rows_not_dense, block_write, ...").
+std::string refusal_condition_names();
 bool takes_value(RefusalCondition condition);
 const char* to_string(RefusalMode mode);
 
@@ -65,6 +67,10 @@ RefusalRule dense_rows_rule();
 // every layout.
 KernelPreconditions native_preconditions();
 KernelPreconditions portable_preconditions();
+
+// The declaration behind a dispatcher's choice: the native kernel's, also where the portable
+// kernel replays the native kernel's hard-coded row stride in its place; else the portable one's.
+KernelPreconditions dispatched_preconditions(bool native_path, bool hard_coded_row_stride);
 
 // The presets for the entry points users gate (docs/plugins.md): "vllm-op" (the op refuses
 // non-dense rows with the exact message), "vllm-dispatch" and "flashinfer" (compute every layout).
