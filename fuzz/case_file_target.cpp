@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "app/case_spec.h"
-#include "app/checks.h"
-#include "app/json_io.h"
-#include "kernels/cpu_kernels.h"
-#include "kernels/layout_guard.h"
+#include "app/casefile/case_spec.h"
+#include "app/engine/checks.h"
+#include "app/casefile/json_io.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/registry/layout_guard.h"
 #include "reference/cpu_reference.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // What the tool's build generates (cmake/git_revision.cmake), for the fuzz targets' reports.
-#include "app/git_revision.h"
+#include "app/report/git_revision.h"
 
 namespace attnres {
 

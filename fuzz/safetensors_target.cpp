@@ -4,8 +4,8 @@
 #include <sstream>
 #include <string>
 
-#include "app/host_tensors.h"
-#include "app/safetensors.h"
+#include "app/casefile/host_tensors.h"
+#include "app/casefile/safetensors.h"
 
 namespace {
 

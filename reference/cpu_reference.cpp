@@ -1,6 +1,6 @@
 #include "reference/cpu_reference.h"
 
-#include "kernels/parallel.h"
+#include "kernels/common/parallel.h"
 
 namespace attnres {
 

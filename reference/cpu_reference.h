@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/problem.h"
+#include "kernels/common/problem.h"
 
 namespace attnres {
 

@@ -6,9 +6,9 @@
 #include <cublas_v2.h>
 #include <fmt/format.h>
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_check.h"
-#include "kernels/device_buffer.h"
+#include "kernels/common/bf16.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/device_buffer.h"
 
 namespace attnres {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/checked_size.h"
-#include "kernels/device_buffer.h"
-#include "kernels/problem.h"
+#include "kernels/common/checked_size.h"
+#include "kernels/common/device_buffer.h"
+#include "kernels/common/problem.h"
 
 namespace attnres {
 

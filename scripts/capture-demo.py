@@ -28,7 +28,7 @@ T, H, MAXB, NB = 320, 7168, 8, 4
 
 
 def mix64sum(tensor):
-    """The tool's input checksum over the logical elements (app/input_checksum.h), vectorised."""
+    """The tool's input checksum over the logical elements (app/casefile/input_checksum.h), vectorised."""
     bits = tensor.contiguous().view(torch.int16).cpu().numpy().astype(numpy.uint64).ravel() & numpy.uint64(0xFFFF)
     index = numpy.arange(bits.size, dtype=numpy.uint64)
     with numpy.errstate(over="ignore"):

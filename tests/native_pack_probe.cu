@@ -1,9 +1,9 @@
 #include "tests/native_pack_probe.h"
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_check.h"
-#include "kernels/device_buffer.h"
-#include "kernels/native_device.cuh"
+#include "kernels/common/bf16.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/device_buffer.h"
+#include "kernels/native/native_device.cuh"
 
 namespace attnres::testing {
 namespace {

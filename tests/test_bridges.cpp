@@ -1,7 +1,7 @@
 // The torch-op and Python bridges on host tensors (CI has Debian's CPU torch): the bundled
 // cases through test ops and test functions written apart from the tool's kernels; the seed bug
 // caught through each bridge; refusals, missing ops, wrong results and import errors reported
-// as the issue asks.
+// as docs/plugins.md describes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -192,7 +192,7 @@ class CaptureTensors(unittest.TestCase):
         import torch
 
         def mix64sum(tensor):
-            """The tool's input checksum over the logical elements (app/input_checksum.h)."""
+            """The tool's input checksum over the logical elements (app/casefile/input_checksum.h)."""
             total, mask = 0, (1 << 64) - 1
             for index, bits in enumerate(tensor.contiguous().view(torch.int16).flatten().tolist()):
                 z = (((index << 16) | (bits & 0xFFFF)) + 0x9E3779B97F4A7C15) & mask

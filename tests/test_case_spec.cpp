@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "app/case_spec.h"
+#include "app/casefile/case_spec.h"
 #include "test_util.h"
 
 namespace attnres {

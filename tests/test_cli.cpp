@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/cli.h"
-#include "app/commands.h"
-#include "app/git_revision.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/report/git_revision.h"
 #include "test_util.h"
 
 namespace attnres {

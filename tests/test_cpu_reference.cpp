@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "app/host_tensors.h"
-#include "kernels/cpu_kernels.h"
+#include "app/casefile/host_tensors.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "reference/cpu_reference.h"
 #include "test_util.h"
 

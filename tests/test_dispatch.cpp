@@ -4,14 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include "app/backend.h"
-#include "app/host_tensors.h"
-#include "kernels/cpu_kernels.h"
-#include "kernels/dispatch.h"
-#include "kernels/launch.h"
-#include "kernels/layout_guard.h"
-#include "kernels/native_limits.h"
-#include "kernels/native_plan.h"
+#include "app/engine/backend.h"
+#include "app/casefile/host_tensors.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/builtin/dispatch.h"
+#include "kernels/native/launch_native.h"
+#include "kernels/registry/layout_guard.h"
+#include "kernels/native/native_limits.h"
+#include "kernels/native/native_plan.h"
 
 namespace attnres {
 namespace {

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/explore.h"
+#include "app/cli/commands/explore.h"
 #include "test_util.h"
 
 namespace attnres {

@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "app/case_spec.h"
-#include "app/host_tensors.h"
-#include "kernels/host_generator.h"
-#include "kernels/philox.h"
+#include "app/casefile/case_spec.h"
+#include "app/casefile/host_tensors.h"
+#include "kernels/common/host_generator.h"
+#include "kernels/common/philox.h"
 
 namespace attnres {
 namespace {

@@ -13,16 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/backend.h"
-#include "app/cli.h"
-#include "app/commands.h"
-#include "app/host_tensors.h"
-#include "app/runner.h"
-#include "kernels/cuda_check.h"
-#include "kernels/device_buffer.h"
-#include "kernels/launch.h"
-#include "kernels/mutant_kernel.h"
-#include "kernels/layout_guard.h"
+#include "app/engine/backend.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/casefile/host_tensors.h"
+#include "app/engine/runner.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/device_buffer.h"
+#include "kernels/common/device_generator.h"
+#include "kernels/native/launch_native.h"
+#include "kernels/portable/launch_portable.h"
+#include "kernels/mutants/mutant_kernel.h"
+#include "kernels/registry/layout_guard.h"
 #include "reference/cpu_reference.h"
 #include "test_util.h"
 #include "tests/native_pack_probe.h"
@@ -359,7 +361,7 @@ TEST_F(Gpu, RingPairedRowsMatchTheReference) {
 }
 
 // The ring holding a row's first blocks in registers and the rest in their stages (kMaxHeldSources,
-// 5, in kernels/native_sm90.cu): 5, 6 and 8 blocks at two hidden sizes on both copy paths, with the
+// 5, in kernels/native/native_sm90.cu): 5, 6 and 8 blocks at two hidden sizes on both copy paths, with the
 // written block among the held blocks, the last held one, the first staged one, a staged one, past
 // the sources, or none; one row per CTA or rows that wrap the ring.
 TEST_F(Gpu, RingWithHeldSourcesMatchesTheReference) {

@@ -17,11 +17,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/case_spec.h"
-#include "app/error_map_image.h"
-#include "app/file_output.h"
-#include "app/json_io.h"
-#include "app/safetensors.h"
+#include "app/casefile/case_spec.h"
+#include "app/report/error_map_image.h"
+#include "app/casefile/file_output.h"
+#include "app/casefile/json_io.h"
+#include "app/casefile/safetensors.h"
 #include "test_util.h"
 
 namespace attnres {

@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/case_layout.h"
-#include "app/checks.h"
-#include "app/safetensors.h"
-#include "kernels/cpu_kernels.h"
-#include "kernels/dispatch.h"
+#include "app/casefile/case_layout.h"
+#include "app/engine/checks.h"
+#include "app/casefile/safetensors.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/builtin/dispatch.h"
 #include "reference/cpu_reference.h"
 #include "test_util.h"
 

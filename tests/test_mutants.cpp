@@ -4,9 +4,10 @@
 #include <cmath>
 #include <set>
 
-#include "app/backend.h"
-#include "app/mutants.h"
-#include "kernels/mutant_kernel.h"
+#include "kernels/mutants/mutant_entries.h"
+#include "app/engine/backend.h"
+#include "app/cli/commands/mutants.h"
+#include "kernels/mutants/mutant_kernel.h"
 #include "test_util.h"
 
 namespace attnres {

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/case_spec.h"
-#include "app/cli.h"
-#include "app/commands.h"
+#include "app/casefile/case_spec.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
 #include "test_util.h"
 
 namespace attnres {

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "app/commands.h"
-#include "app/json_io.h"
-#include "app/report.h"
+#include "app/cli/commands.h"
+#include "app/casefile/json_io.h"
+#include "app/report/report.h"
 #include "test_util.h"
 
 namespace attnres {

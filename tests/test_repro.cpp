@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/cli.h"
-#include "app/commands.h"
-#include "app/error_map_image.h"
-#include "app/safetensors.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/report/error_map_image.h"
+#include "app/casefile/safetensors.h"
 #include "test_util.h"
 
 namespace attnres {

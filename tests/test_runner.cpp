@@ -5,9 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "app/runner.h"
-#include "kernels/cpu_kernels.h"
-#include "kernels/cuda_check.h"
+#include "kernels/builtin/builtin_kernels.h"
+#include "app/engine/runner.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/common/cuda_check.h"
 #include "test_util.h"
 
 namespace attnres {

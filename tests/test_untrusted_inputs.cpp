@@ -14,12 +14,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/cli.h"
-#include "app/commands.h"
-#include "app/file_output.h"
-#include "app/json_io.h"
-#include "app/memory_budget.h"
-#include "app/safetensors.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/casefile/file_output.h"
+#include "app/casefile/json_io.h"
+#include "app/engine/memory_budget.h"
+#include "app/casefile/safetensors.h"
 #include "test_util.h"
 
 namespace attnres {

@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "app/cli.h"
-#include "app/commands.h"
-#include "app/runner.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/engine/runner.h"
 
 namespace attnres::testing {
 

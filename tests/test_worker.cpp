@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/cli.h"
-#include "app/commands.h"
-#include "app/result_json.h"
-#include "app/worker.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/report/result_json.h"
+#include "app/workers/worker.h"
 #include "test_util.h"
 
 namespace attnres {

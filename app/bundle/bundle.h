@@ -1,0 +1,23 @@
+// Bug-report bundles: what `repro` writes, and `explore` for what it finds (through a CaseRunner).
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "app/engine/backend_options.h"
+#include "app/engine/command_output.h"
+#include "app/engine/runner.h"
+
+namespace attnres {
+
+// Runs the case and writes its bug-report bundle into `dir` (made empty with `force`); the
+// bundle's replay lines name `backend_options`. Appends what was written to out.text. With
+// `ended_elsewhere` (the run that took its worker process down) the case is not run again: the
+// bundle holds that result and the inputs, without outputs.
+CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunOptions& options,
+                              const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
+                              CommandOutput& out, const CaseResult* ended_elsewhere = nullptr);
+
+// The standalone PyTorch script written into every bundle (app/bundle/repro.py).
+std::string repro_script();
+
+}  // namespace attnres

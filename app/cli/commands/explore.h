@@ -1,0 +1,29 @@
+// `attnres-check explore`: random legal problems (token counts including 0 and 1, hidden sizes
+// the native kernel takes and ones it does not, block counts and write indices, delta and output
+// norm on or off, row paddings per tensor including odd ones, blocks whose RMS differs) run on the
+// kernel under test until one goes wrong; that one is shrunk and written as a repro bundle.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "app/cli/command_support.h"
+
+namespace attnres {
+
+struct ExploreLimits {
+  std::int64_t max_tokens = 64;
+  int max_hidden = 2048;
+};
+
+// One random legal case (trial `index` of an exploration); the same generator state gives the same case.
+CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits);
+
+// What a trial's result says about the kernel: a finding is a wrong answer, memory damage or an
+// error; a refusal (a rejection with a message) and a case nothing here runs are not.
+enum class TrialOutcome { passed, refused, skipped, not_run, finding };
+TrialOutcome classify_trial(const CaseResult& result);
+
+CommandOutput explore_command(const Invocation& invocation, const Progress& progress);
+
+}  // namespace attnres

@@ -1,0 +1,39 @@
+// `attnres-check mutants`: how many deliberately wrong kernels (kernels/mutants/mutant_kernel.h) a suite
+// of cases catches. Each case's inputs and reference are made once; the unmutated kernel and
+// every mutant then run on them. A mutant is killed by a case whose expectation it fails to meet,
+// among the cases the unmutated kernel meets (the others cannot judge a mutation).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/command_support.h"
+#include "app/engine/runner.h"
+
+namespace attnres {
+
+struct MutantOutcome {
+  std::string name;         // "no-key-rms-norm"
+  std::string description;
+  std::vector<CaseResult> killed_by;  // the mutant's results on the cases that killed it
+};
+
+struct MutationScore {
+  std::string backend, device;
+  int cases = 0;                         // selected and run
+  std::vector<CaseResult> left_out;      // the unmutated kernel's results where it did not meet the expectation
+  std::vector<MutantOutcome> mutants;
+  int killed() const;
+  double percent() const;  // killed mutants out of all, in percent (100 without mutants)
+};
+
+MutationScore score_mutants(const std::vector<CaseSpec>& cases, Backend& backend, const RunOptions& options,
+                            const std::vector<std::string>& only, const Progress& progress);
+
+std::string mutation_score_text(const MutationScore& score);
+nlohmann::json mutation_score_json(const MutationScore& score);
+
+CommandOutput mutants_command(const Invocation& invocation, const Progress& progress);
+
+}  // namespace attnres

@@ -1,0 +1,218 @@
+#include "app/cli/commands/run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "app/casefile/case_spec.h"
+#include "app/casefile/file_output.h"
+#include "app/engine/interrupt.h"
+#include "app/casefile/json_io.h"
+#include "kernels/external/plugin_kernel.h"
+#include "app/report/report.h"
+#include "app/engine/runner.h"
+#include "app/casefile/safetensors.h"
+#include "app/workers/worker.h"
+
+namespace attnres {
+
+namespace {
+
+// Under --kernel every selected case runs on that kernel, a case pinned to a built-in kernel too:
+// it is a problem to be computed (or refused as the kernel declares), whichever kernel it was
+// written for.
+void note_pinned_cases(const std::vector<CaseSpec>& cases, const std::string& kernel, std::string& notes) {
+  if (kernel.empty()) return;
+  const auto pinned = std::count_if(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.kernel != KernelChoice::automatic; });
+  if (pinned)
+    notes += fmt::format("{} case{} pinned to a built-in kernel run{} on --kernel {}\n", pinned, pinned == 1 ? "" : "s",
+                         pinned == 1 ? "s" : "", kernel);
+}
+
+// What the reports say about the run: the backend and device that ran it, and how.
+RunContext run_context(const Invocation& inv, std::string backend, std::string device) {
+  return RunContext{std::move(backend),
+                    std::move(device),
+                    compiled_native_images(),
+                    inv.command_line,
+                    inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
+                    inv.run.paths,
+                    utc_timestamp(),
+                    host_name(),
+                    inv.run.shard};
+}
+
+// Inputs from a safetensors file for the one selected case; a bad file is an error entry
+// naming the file and field, and the case is then not run.
+std::optional<ReplayInputs> read_replay(const RunArguments& args, const MemoryBudget& budget, CaseSpec& spec,
+                                        std::vector<CaseLoadError>& errors) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(args.inputs, ec);
+  const std::optional<std::int64_t> host = budget.host_bytes ? budget.host_bytes : available_host_memory();
+  if (!ec && host && size > std::uintmax_t(*host)) {
+    errors.push_back({args.inputs, "", fmt::format("{} long, more than the host memory budget of {}", describe_bytes(std::int64_t(size)),
+                                                   describe_bytes(*host))});
+    return std::nullopt;
+  }
+  try {
+    return ReplayInputs(read_safetensors(args.inputs), args.inputs, spec, !args.no_verify_checksums);
+  } catch (const SafetensorsError& e) {
+    errors.push_back({e.file(), e.field(), e.message()});
+  } catch (const std::bad_alloc&) {
+    errors.push_back({args.inputs, "", "out of host memory while reading it"});
+  }
+  return std::nullopt;
+}
+
+// --seed replaces every case's seed; --repeat N runs each case N times, the repeats ("name#2",
+// ...) on fresh seeds that the results record.
+std::vector<CaseSpec> with_seeds(std::vector<CaseSpec> cases, const RunArguments& args) {
+  if (args.seed)
+    for (CaseSpec& c : cases) c.seed = *args.seed;
+  if (args.repeat <= 1) return cases;
+  std::mt19937_64 fresh{std::random_device{}()};
+  std::vector<CaseSpec> repeated;
+  for (const CaseSpec& c : cases) {
+    repeated.push_back(c);
+    for (int k = 2; k <= args.repeat; ++k) {
+      CaseSpec again = c;
+      again.seed = fresh();
+      again.name = fmt::format("{}#{}", c.name, k);
+      repeated.push_back(std::move(again));
+    }
+  }
+  return repeated;
+}
+
+}  // namespace
+
+CommandOutput run_command(const Invocation& inv, const Progress& progress, const TextSink& stream) {
+  CommandOutput out;
+  std::optional<Disposition> interesting;
+  if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
+    throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
+  LoadedCases loaded = load_cases(inv.run.paths);
+  // A report that cannot be written, or would overwrite an input, is found before any case runs.
+  std::vector<NamedPath> input_files = case_file_inputs(loaded);
+  input_files.emplace_back("--inputs file", inv.run.inputs);
+  require_writable_reports(named_report_files(inv.run.report_files), input_files);
+  const std::size_t loaded_count = loaded.cases.size();
+  std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), inv.run);
+  const bool none_matched = selected.empty() && !(inv.run.filters.empty() && inv.run.shard.empty());
+  note_pinned_cases(selected, inv.backend.kernel, out.notes);
+  std::vector<CaseSpec> cases = std::move(selected);
+  RunOptions options = case_run_options(inv, inv.run.no_layout_guard);
+  options.error_maps = reports_need_error_maps(inv.run.report_files);
+  cases = with_seeds(std::move(cases), inv.run);
+
+  if (cases.empty() && loaded.errors.empty()) {
+    if (inv.run.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
+    out.notes += fmt::format("no case selected: {} case{} loaded{}\n", loaded_count, loaded_count == 1 ? "" : "s",
+                             none_matched ? ", none matched --filter/--shard" : "");
+    out.exit_code = kExitNoCases;
+    return out;
+  }
+  if (inv.run.list) {
+    std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+    out.text = case_plan(cases, loaded.errors, *backend, inv.backend.kernel);
+    out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
+    return out;
+  }
+
+  // Each case's rows are printed as soon as it is judged; the header, once the first result
+  // says which backend and device ran it.
+  TableStyle style{inv.color, inv.run.timings, inv.run.verbosity};
+  std::vector<std::string> case_names;
+  for (const CaseSpec& c : cases) case_names.push_back(c.name);
+  fit_columns(style, case_names, {inv.backend.kernel});
+  const auto emit = [&](const std::string& text) {
+    if (stream) stream(text);
+    else out.text += text;
+  };
+  std::vector<CaseResult> results;
+  RunContext context = run_context(inv, inv.backend.backend, "none (no case ran)");
+  const bool spread = !inv.run.devices.empty();
+  const std::string devices_label =
+      inv.run.all_devices ? "all" : fmt::format("{}", fmt::join(inv.run.devices, ","));
+  const auto judged = [&](const CaseResult& r) {
+    if (results.empty()) {
+      context.backend = r.backend;
+      context.device = spread ? fmt::format("per case (--devices {})", devices_label) : r.device;
+      emit(table_header(context, style));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    emit(table_rows(r, style));
+    results.push_back(r);
+    results.back().timings.report = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // --inputs: the one selected case replays tensors from a file, read here before any worker is
+  // forked (a worker's copy of this process holds them); a bad file runs nothing.
+  std::optional<ReplayInputs> replay;
+  std::optional<InputSource> replay_source;
+  if (!inv.run.inputs.empty()) {
+    if (cases.size() != 1)
+      throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
+    replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors);
+    if (replay) replay_source = InputSource{[&] { return replay->tensors(); }, replay->held_bytes()};
+    else cases.clear();
+  }
+  const InputSource* inputs = replay_source ? &*replay_source : nullptr;
+  if (spread || (is_external_kernel(inv.backend.kernel) && !inv.run.in_process)) {
+    // A kernel from elsewhere may take its process down with it, so it runs in a worker
+    // process; --devices runs one worker per device listed.
+    const BackendMaker maker = [&](int device, std::string& notes) {
+      BackendOptions backend = inv.backend;
+      if (device < 0) return make_backend(backend, notes);
+      backend.device = device;  // --devices: one CUDA device per worker, never the CPU fallback
+      return make_backend(backend, notes, "--devices " + devices_label);
+    };
+    WorkerPlan plan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs, nullptr};
+    if (spread || inv.run.verbosity == Verbosity::verbose)
+      plan.started = [&](long pid, const std::string& device) { emit(fmt::format("worker process {} on {}\n", pid, device)); };
+    out.notes += run_in_workers(cases, maker, plan, options, progress, judged);
+    // The reports name every device that ran a case.
+    if (spread) {
+      std::vector<std::string> devices;
+      for (const CaseResult& r : results)
+        if (std::find(devices.begin(), devices.end(), r.device) == devices.end()) devices.push_back(r.device);
+      if (!devices.empty()) context.device = fmt::format("{}", fmt::join(devices, "; "));
+    }
+  } else {
+    std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+    context = run_context(inv, backend->name(), describe_device(backend->device()));
+    for (std::size_t i = 0; i < cases.size() && !interrupt_signal(); ++i) {
+      if (progress) progress(int(i), int(cases.size()), cases[i].name);
+      judged(run_case(cases[i], *backend, options, inputs));
+    }
+  }
+  // SIGINT or SIGTERM: what was not judged is said to be so, and the reports are still written.
+  const int signal = interrupt_signal();
+  for (std::size_t i = results.size(); signal && i < cases.size(); ++i)
+    judged(unjudged_result(cases[i], context.backend, context.device, inv.backend.kernel, Disposition::not_run,
+                           interrupted_detail(signal)));
+  if (results.empty()) emit(table_header(context, style));
+  out.text += table_footer(results, loaded.errors, style);
+
+  for (const CaseLoadError& e : loaded.errors) out.notes += printable(e.to_string()) + "\n";
+  if (interesting) {
+    bool all = !results.empty();
+    for (const auto& r : results) all = all && r.disposition == *interesting;
+    out.exit_code = !loaded.errors.empty() ? kExitBadInput : all ? kExitOk : kExitUnmet;
+  } else {
+    out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
+    if (out.exit_code == kExitNoCases) out.notes += std::string(kJudgedNothing) + "\n";
+  }
+  write_reports(results, loaded.errors, context, inv.run.report_files, out);
+  if (signal) {
+    out.notes += fmt::format("interrupted by {}: the cases not judged are not-run (interrupted) in the table and reports\n",
+                             signal_name(signal));
+    out.exit_code = 128 + signal;
+  }
+  return out;
+}
+
+}  // namespace attnres

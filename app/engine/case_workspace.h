@@ -1,0 +1,94 @@
+// A case's tensors where a backend keeps them, and the work done on them there: the float64
+// reference, the kernel, the comparison and the checks, each returning a summary. The CPU
+// backend keeps them on the host (app/host_workspace.h); the CUDA backend keeps them on the
+// device from generation to verdict, and copies them to the host only for a repro bundle.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "app/engine/checks.h"
+#include "kernels/registry/kernel_entry.h"
+
+namespace attnres {
+
+// Everything a repro bundle needs from a run, besides its result.
+struct CaseArtifacts {
+  CaseTensors inputs;  // before the kernel
+  CaseTensors after;   // after the kernel
+  std::vector<double> reference;
+};
+
+struct ReferenceSummary {
+  std::string name;  // "cpu-float64", "cublas-float64"
+  // The first value that is not finite ([t, h] as t * H + h) and that value: the case's inputs
+  // leave the contract undefined there.
+  std::optional<std::pair<std::int64_t, double>> first_non_finite;
+};
+
+// What the probe call (CaseWorkspace::run_probe_call) showed besides its output.
+struct ProbeCall {
+  bool refused = false;
+  std::vector<Violation> canaries_overwritten;  // guard and padding elements written
+};
+
+// Inputs that come from elsewhere (a safetensors replay) instead of the generator: made only
+// once the case is known to fit its memory budget; `held_bytes` is what their source holds.
+struct InputSource {
+  std::function<CaseTensors()> make;
+  std::int64_t held_bytes = 0;
+};
+
+// At most what a case allocates: host bytes and device bytes (nothing: the sizes overflow int64).
+struct CaseFootprint {
+  std::optional<std::int64_t> host_bytes;
+  std::optional<std::int64_t> device_bytes;
+};
+
+class CaseWorkspace {
+ public:
+  virtual ~CaseWorkspace() = default;
+  // Checksums (app/casefile/input_checksum.h) of the inputs present, in CaseTensors::all() order; before run_kernel.
+  virtual std::vector<std::pair<std::string, std::string>> input_checksums() = 0;
+  // The float64 reference on the inputs as made; before run_kernel.
+  virtual ReferenceSummary compute_reference() = 0;
+  // The inputs, canaries and poisoned output back as they were made, so that another kernel can
+  // run on them against the same reference. The host workspace needs its inputs kept for it.
+  virtual void restore_inputs() = 0;
+  // Throws KernelRejection when the kernel refuses, KernelFailure or CudaError when it fails.
+  virtual void run_kernel(KernelEntry& kernel, const LaunchOptions& options) = 0;
+  // The probe call, made before the judged one on the same inputs with everything around them
+  // changed: the output holds kFinitePoisonBits instead of NaN, and guards and padding hold
+  // patterned_canary(canary_seed, ...) instead of kCanaryBits. Its output is kept, and the inputs
+  // are restored as made for the judged call. Throws as run_kernel does, except on a refusal.
+  virtual ProbeCall run_probe_call(KernelEntry& kernel, const LaunchOptions& options, std::uint64_t canary_seed) = 0;
+  // After run_kernel: the logical output elements whose bits differ from the probe call's.
+  virtual OutputDifference difference_from_probe_call() = 0;
+  virtual Comparison compare(double atol, double rtol) = 0;
+  // |out - ref| pooled into cells (run --html draws it); after run_kernel.
+  virtual ErrorMap error_map(double atol, double rtol) = 0;
+  // prefix/blocks exactness, canaries, guard regions, inputs unchanged, output written.
+  virtual ExactnessReport check() = 0;
+  // After the kernel refused: every element of every tensor as it was before the call (the
+  // output still poison), or a violation per tensor.
+  virtual ExactnessReport check_untouched() = 0;
+  // Host copies for a repro bundle; only where the workspace was made to keep them, and last.
+  virtual CaseArtifacts take_artifacts() = 0;
+};
+
+// Runs a kernel over host tensors in place (the CPU backend's launch; tests substitute theirs).
+using HostExecutor = std::function<void(KernelEntry&, const LaunchOptions&, CaseTensors&)>;
+
+// A workspace over host tensors: the ones the kernel runs on, the expected state the CPU
+// reference leaves in its own copy, the reference, and the inputs as made (a refusal is checked
+// against them, and a repro bundle holds them).
+std::unique_ptr<CaseWorkspace> make_host_workspace(CaseTensors inputs, HostExecutor execute);
+
+// Host bytes make_host_workspace uses at most for a case of this layout (nothing on overflow).
+std::optional<std::int64_t> host_workspace_bytes(const AttnResShape& shape, const AttnResStrides& strides);
+
+}  // namespace attnres

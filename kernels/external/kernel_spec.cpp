@@ -1,0 +1,88 @@
+#include "kernels/external/kernel_spec.h"
+
+#include <fmt/format.h>
+
+namespace attnres {
+
+namespace {
+
+constexpr const char* kSharedLibraryPrefix = "so:";
+
+struct BridgePrefix {
+  const char* prefix;
+  const char* bridge;
+  const char* form;                               // said where the target is malformed
+  bool (*well_formed)(const std::string& target);  // the target after the prefix
+  const char* build_requirement;                   // what CMake must find to build the bridge
+};
+
+bool torch_op_target(const std::string& target) {
+  const std::size_t separator = target.find("::");
+  return separator != std::string::npos && separator > 0 && separator + 2 < target.size();
+}
+
+bool python_target(const std::string& target) {
+  const std::size_t colon = target.rfind(':');
+  return colon != std::string::npos && colon > 0 && colon + 1 < target.size();
+}
+
+constexpr BridgePrefix kBridges[] = {
+    {"torch-op:", "torch", "torch-op:NAMESPACE::OP", torch_op_target,
+     "Torch (-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'))"},
+    {"python:", "python", "python:MODULE:FUNCTION", python_target, "Python 3 with its development files (python3-dev)"},
+};
+
+bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+KernelSpec parse_kernel_spec(const std::string& text) {
+  KernelSpec spec;
+  if (starts_with(text, kSharedLibraryPrefix)) {
+    // A last ':' after the last '/' starts the symbol.
+    const std::string body = text.substr(std::char_traits<char>::length(kSharedLibraryPrefix));
+    const std::size_t colon = body.rfind(':');
+    const bool has_symbol = colon != std::string::npos && body.find('/', colon) == std::string::npos && colon + 1 < body.size();
+    spec.kind = KernelSpec::Kind::shared_library;
+    spec.library = has_symbol ? body.substr(0, colon) : body;
+    spec.symbol = has_symbol ? body.substr(colon + 1) : "";
+    if (spec.library.empty()) throw KernelSpecError(fmt::format("--kernel {}: expected so:PATH or so:PATH:SYMBOL", text));
+    return spec;
+  }
+  for (const BridgePrefix& bridge : kBridges) {
+    if (!starts_with(text, bridge.prefix)) continue;
+    spec.kind = KernelSpec::Kind::bridge;
+    spec.bridge = bridge.bridge;
+    spec.target = text.substr(std::char_traits<char>::length(bridge.prefix));
+    if (!bridge.well_formed(spec.target)) throw KernelSpecError(fmt::format("--kernel {}: expected {}", text, bridge.form));
+    return spec;
+  }
+  spec.name = text;
+  return spec;
+}
+
+std::string KernelSpec::to_string() const {
+  switch (kind) {
+    case Kind::builtin: return name;
+    case Kind::shared_library: return kSharedLibraryPrefix + library + (symbol.empty() ? "" : ":" + symbol);
+    case Kind::bridge:
+      for (const BridgePrefix& prefix : kBridges)
+        if (bridge == prefix.bridge) return prefix.prefix + target;
+  }
+  return name;
+}
+
+bool is_external_kernel(const std::string& text) {
+  if (starts_with(text, kSharedLibraryPrefix)) return true;
+  for (const BridgePrefix& bridge : kBridges)
+    if (starts_with(text, bridge.prefix)) return true;
+  return false;
+}
+
+std::string bridge_build_requirement(const std::string& bridge) {
+  for (const BridgePrefix& prefix : kBridges)
+    if (bridge == prefix.bridge) return prefix.build_requirement;
+  return "its dependency";
+}
+
+}  // namespace attnres

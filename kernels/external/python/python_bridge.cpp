@@ -1,0 +1,315 @@
+// The Python bridge: `--kernel python:MODULE:FUNCTION [--signature vllm|flashinfer]` calls a
+// Python function (vLLM's dispatch attn_res, FlashInfer's kimi_k3_attn_res, a Triton kernel of
+// your own) in an embedded interpreter. Operands cross as DLPack capsules that torch turns into
+// tensors with the tool's real strides. Built only where CMake finds Python's development files;
+// the tool loads it with dlopen.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "kernels/external/bridge_abi.h"
+#include "kernels/external/bridge_text.h"
+
+namespace {
+
+using attnres::bridge::copy_text;
+
+// The glue: capsules to tensors, the call in the named signature, the result checked.
+constexpr const char* kGlue = R"PY(
+import torch
+import torch.utils.dlpack
+
+
+class WrongResult(Exception):
+    """The function ran, but what it returned cannot be the output."""
+
+
+def call(function, signature, capsules, num_blocks, block_write_idx, eps, output_norm_eps):
+    prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output = [
+        None if c is None else torch.utils.dlpack.from_dlpack(c) for c in capsules]
+    if signature == "flashinfer":
+        function(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks=num_blocks,
+                 block_write_idx=block_write_idx, eps=eps, output_norm_eps=output_norm_eps, out=output)
+        return
+    result = function(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                      block_write_idx, eps, output_norm_eps)
+    if not isinstance(result, torch.Tensor):
+        raise WrongResult(f"returned {type(result).__name__}, not a torch.Tensor")
+    if tuple(result.shape) != tuple(output.shape) or result.dtype != torch.bfloat16 or result.device != output.device:
+        raise WrongResult(f"returned a {result.dtype} tensor of shape {list(result.shape)} on {result.device}; "
+                          f"expected torch.bfloat16 of shape {list(output.shape)} on {output.device}")
+    output.copy_(result)
+
+
+def cuda_unavailable():
+    return None if torch.cuda.is_available() else f"torch {torch.__version__} in this Python cannot use CUDA"
+)PY";
+
+struct PythonKernel {
+  std::string target;
+  std::string signature;
+  PyObject* function = nullptr;
+  PyObject* glue_call = nullptr;
+  PyObject* wrong_result = nullptr;
+  std::string unusable;  // why no case can run on it, when none can
+};
+
+// The interpreter whose environment is reproduced: $ATTNRES_PYTHON, else the one built against.
+std::string interpreter() {
+  const char* chosen = std::getenv("ATTNRES_PYTHON");
+  return chosen && *chosen ? chosen : ATTNRES_BUILD_PYTHON;
+}
+
+// Starts the interpreter once, as `python3` would start with that executable: its prefix, a
+// virtual environment's pyvenv.cfg and site-packages, PYTHONPATH. Returns why it failed.
+std::string start_python() {
+  if (Py_IsInitialized()) return "";
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;  // Ctrl-C stays the tool's
+  config.parse_argv = 0;
+  const std::string executable = interpreter();
+  char* argv[] = {const_cast<char*>(executable.c_str())};
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, executable.c_str());
+  if (!PyStatus_Exception(status)) status = PyConfig_SetBytesArgv(&config, 1, argv);
+  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(status))
+    return std::string("cannot start Python as ") + executable + ": " + (status.err_msg ? status.err_msg : "unknown error");
+  PyEval_SaveThread();  // the GIL is taken around each call, so Python's own threads can run
+  return "";
+}
+
+// The pending Python exception as kind, str() and traceback; clears it.
+struct PythonError {
+  std::string kind, message, traceback;
+  PyObject* type = nullptr;
+};
+
+// str(object) as UTF-8. A lone surrogate is written as Python escapes it (\ud800) and a NUL as
+// \x00: the text crosses the bridge as a C string, and the rest of the message is still news.
+std::string text_of(PyObject* object) {
+  if (!object) return "";
+  PyObject* text = PyObject_Str(object);
+  PyObject* bytes = text ? PyUnicode_AsEncodedString(text, "utf-8", "backslashreplace") : nullptr;
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  std::string out = "(cannot be printed)";
+  if (bytes && PyBytes_AsStringAndSize(bytes, &data, &size) == 0) {
+    out.clear();
+    for (Py_ssize_t i = 0; i < size; ++i) out += data[i] == '\0' ? std::string("\\x00") : std::string(1, data[i]);
+  }
+  Py_XDECREF(bytes);
+  Py_XDECREF(text);
+  PyErr_Clear();
+  return out;
+}
+
+// Fills `error` from the pending exception; the caller owns error.type.
+PythonError fetch_error() {
+  PythonError error;
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (!type) return error;
+  if (PyObject* name = PyObject_GetAttrString(type, "__qualname__")) {
+    error.kind = text_of(name);
+    Py_DECREF(name);
+  }
+  PyErr_Clear();
+  error.message = text_of(value);
+  if (PyObject* module = PyImport_ImportModule("traceback")) {
+    if (PyObject* lines = PyObject_CallMethod(module, "format_exception", "OOO", type, value ? value : Py_None,
+                                              traceback ? traceback : Py_None)) {
+      PyObject* empty = PyUnicode_FromString("");
+      PyObject* joined = empty ? PyUnicode_Join(empty, lines) : nullptr;
+      error.traceback = text_of(joined);
+      Py_XDECREF(joined);
+      Py_XDECREF(empty);
+      Py_DECREF(lines);
+    }
+    Py_DECREF(module);
+  }
+  PyErr_Clear();
+  error.type = type;
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return error;
+}
+
+void report_error(const PythonError& error, AttnResBridgeReport* report) {
+  copy_text(report->message, report->message_capacity, error.message);
+  copy_text(report->kind, report->kind_capacity, error.kind);
+  copy_text(report->detail, report->detail_capacity, error.traceback);
+}
+
+// Holds the GIL for a scope.
+class Gil {
+ public:
+  Gil() : state_(PyGILState_Ensure()) {}
+  ~Gil() { PyGILState_Release(state_); }
+  Gil(const Gil&) = delete;
+  Gil& operator=(const Gil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+void* open(const char* target, const char* /*library*/, const char* signature, int32_t device_type,
+           AttnResBridgeReport* report) {
+  if (const std::string failure = start_python(); !failure.empty()) {
+    copy_text(report->message, report->message_capacity, failure);
+    return nullptr;
+  }
+  Gil gil;
+  const std::string spec = target;
+  const std::size_t colon = spec.rfind(':');
+  const std::string module_name = spec.substr(0, colon), function_name = spec.substr(colon + 1);
+  auto fail = [&](const std::string& context) -> void* {
+    PythonError error = fetch_error();
+    error.message = context + ": " + error.message;
+    report_error(error, report);
+    Py_XDECREF(error.type);
+    return nullptr;
+  };
+  PyObject* glue = PyModule_New("attnres_check_glue");
+  if (!glue) return fail("cannot make the glue module");
+  PyObject* globals = PyModule_GetDict(glue);
+  if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) != 0)
+    return fail("cannot set up the glue module");
+  PyObject* ran = PyRun_String(kGlue, Py_file_input, globals, globals);
+  if (!ran) return fail("the Python bridge needs torch in " + interpreter());
+  Py_DECREF(ran);
+  // Borrowed from the glue module, which lives as long as the interpreter.
+  PyObject* const glue_call = PyDict_GetItemString(globals, "call");
+  PyObject* const wrong_result = PyDict_GetItemString(globals, "WrongResult");
+  PyObject* const cuda_unavailable = PyDict_GetItemString(globals, "cuda_unavailable");
+  if (!glue_call || !wrong_result || !cuda_unavailable) {
+    copy_text(report->message, report->message_capacity, "the glue module lacks call, WrongResult or cuda_unavailable");
+    return nullptr;
+  }
+  PyObject* module = PyImport_ImportModule(module_name.c_str());
+  if (!module) return fail("cannot import " + module_name + " in " + interpreter());
+  PyObject* function = PyObject_GetAttrString(module, function_name.c_str());
+  Py_DECREF(module);
+  if (!function) return fail(module_name + " has no " + function_name);
+  if (!PyCallable_Check(function)) {
+    Py_DECREF(function);
+    copy_text(report->message, report->message_capacity, module_name + "." + function_name + " is not callable");
+    return nullptr;
+  }
+  auto* kernel = new PythonKernel;
+  kernel->target = spec;
+  kernel->signature = signature;
+  kernel->function = function;
+  kernel->glue_call = glue_call;
+  kernel->wrong_result = wrong_result;
+  Py_INCREF(kernel->glue_call);
+  Py_INCREF(kernel->wrong_result);
+  if (device_type == kDLCUDA) {
+    if (PyObject* why = PyObject_CallObject(cuda_unavailable, nullptr)) {
+      if (why != Py_None) kernel->unusable = text_of(why);
+      Py_DECREF(why);
+    } else {
+      const PythonError error = fetch_error();
+      kernel->unusable = error.message;
+      Py_XDECREF(error.type);
+    }
+  }
+  return kernel;
+}
+
+int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, size_t capacity) {
+  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  if (!kernel.unusable.empty()) {
+    copy_text(reason, capacity, kernel.unusable);
+    return ATTNRES_BRIDGE_UNUSABLE;
+  }
+  if (kernel.signature == "vllm" && call->output->strides[0] != call->output->shape[1]) {
+    copy_text(reason, capacity, "the vllm signature returns a fresh output: a case with a padded output row stride cannot be expressed");
+    return ATTNRES_BRIDGE_INEXPRESSIBLE;
+  }
+  return 0;
+}
+
+// A DLPack capsule for one operand; the DLManagedTensor owns copies of its shape and strides,
+// never the data (the tool's buffer).
+struct OwnedTensor {
+  DLManagedTensor managed{};
+  int64_t shape[3] = {}, strides[3] = {};
+};
+
+void delete_owned(DLManagedTensor* managed) { delete static_cast<OwnedTensor*>(managed->manager_ctx); }
+
+void delete_unconsumed_capsule(PyObject* capsule) {
+  // A consumer renames the capsule "used_dltensor" and takes over the deleter.
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+  managed->deleter(managed);
+}
+
+PyObject* capsule_of(const DLTensor* tensor) {
+  if (!tensor) Py_RETURN_NONE;
+  auto* owned = new OwnedTensor;
+  owned->managed.dl_tensor = *tensor;
+  for (int d = 0; d < tensor->ndim; ++d) {
+    owned->shape[d] = tensor->shape[d];
+    owned->strides[d] = tensor->strides[d];
+  }
+  owned->managed.dl_tensor.shape = owned->shape;
+  owned->managed.dl_tensor.strides = owned->strides;
+  owned->managed.manager_ctx = owned;
+  owned->managed.deleter = delete_owned;
+  PyObject* capsule = PyCapsule_New(&owned->managed, "dltensor", delete_unconsumed_capsule);
+  if (!capsule) delete owned;
+  return capsule;
+}
+
+int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report) {
+  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  // Python code launches on torch's current stream, the legacy default stream unless it sets
+  // another: the tool launches there too.
+  if (call->stream) {
+    copy_text(report->message, report->message_capacity, "the Python bridge launches on the default stream only");
+    return ATTNRES_KERNEL_FAILED;
+  }
+  Gil gil;
+  PyObject* capsules = PyTuple_New(7);
+  const DLTensor* operands[7] = {call->prefix,    call->delta,  call->blocks, call->norm_weight, call->qk_weight,
+                                 call->output_norm_weight, call->output};
+  bool built = capsules != nullptr;
+  for (int i = 0; built && i < 7; ++i) {
+    PyObject* capsule = capsule_of(operands[i]);
+    built = capsule != nullptr;
+    if (built) PyTuple_SET_ITEM(capsules, i, capsule);  // steals the reference
+  }
+  PyObject* result = built ? PyObject_CallFunction(kernel.glue_call, "OsOLLdd", kernel.function, kernel.signature.c_str(), capsules,
+                                                   static_cast<long long>(call->num_blocks),
+                                                   static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps)
+                           : nullptr;
+  Py_XDECREF(capsules);
+  if (result) {
+    Py_DECREF(result);
+    return ATTNRES_KERNEL_OK;
+  }
+  PythonError error = fetch_error();
+  report_error(error, report);
+  int status = ATTNRES_KERNEL_FAILED;
+  if (error.type && PyErr_GivenExceptionMatches(error.type, kernel.wrong_result)) {
+    status = ATTNRES_BRIDGE_WRONG_RESULT;
+  } else if (error.type && (PyErr_GivenExceptionMatches(error.type, PyExc_RuntimeError) ||
+                            PyErr_GivenExceptionMatches(error.type, PyExc_ValueError))) {
+    // A kernel's refusal (TORCH_CHECK surfaces as RuntimeError; NotImplementedError is one too).
+    status = ATTNRES_KERNEL_REFUSED;
+  }
+  Py_XDECREF(error.type);
+  return status;
+}
+
+const AttnResBridge kBridge{ATTNRES_BRIDGE_ABI_VERSION, open, cannot_implement, launch};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const AttnResBridge* attnres_bridge(void) { return &kBridge; }

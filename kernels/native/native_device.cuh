@@ -1,0 +1,126 @@
+// Device helpers shared by the native kernel's variants (kernels/native/native_sm90.cu,
+// kernels/native/native_split_sm90.cu).
+#pragma once
+#include <cstdint>
+
+#include "kernels/common/bf16.h"
+
+namespace attnres::native_device {
+
+__device__ __forceinline__ void unpack(const uint4 raw, float* out) {
+  const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = bits_float(words[i] << 16);
+    out[2 * i + 1] = bits_float(words[i] & 0xffff0000u);
+  }
+}
+
+// Eight floats to bf16 by the integer rounding of float_to_bf16 (about seven integer
+// instructions per element).
+__device__ __forceinline__ uint4 pack(const float* in) {
+  std::uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = std::uint32_t(float_to_bf16(in[2 * i])) | (std::uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Two floats to bf16 in one conversion instruction, rounded to nearest even: the same bits as
+// float_to_bf16 for every non-NaN input (Gpu.HardwareBf16PackMatchesTheSoftwareRounding checks
+// all 2^32), a NaN for a NaN. Faster in the split variant; in the ring it measured slower at one
+// block (docs/design/native-kernel.md), so each variant uses the one that measured faster there.
+__device__ __forceinline__ std::uint32_t convert_pair(float low, float high) {
+  std::uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(high), "f"(low));
+  return packed;
+}
+
+__device__ __forceinline__ uint4 pack_by_conversion(const float* in) {
+  return make_uint4(convert_pair(in[0], in[1]), convert_pair(in[2], in[3]), convert_pair(in[4], in[5]),
+                    convert_pair(in[6], in[7]));
+}
+
+// Eight bf16 ones: the output norm weight where there is none.
+__device__ __forceinline__ uint4 bf16_ones() { return make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u); }
+
+// One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
+template <int Width>
+__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
+  const bool upper = (lane & Width) != 0;
+#pragma unroll
+  for (int i = 0; i < Width; ++i) {
+    const float send = upper ? v[i] : v[i + Width];
+    const float keep = upper ? v[i + Width] : v[i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, Width);
+  }
+}
+
+// Sum over the warp of 32 values per lane, transposed: lane l returns the warp's total of
+// v[l]. 31 shuffles for all 32 values, against 5 per value done one at a time.
+__device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
+  const int lane = threadIdx.x % 32;
+  transpose_step<16>(v, lane);
+  transpose_step<8>(v, lane);
+  transpose_step<4>(v, lane);
+  transpose_step<2>(v, lane);
+  transpose_step<1>(v, lane);
+  return v[0];
+}
+
+// Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
+// norm_weight * qk_weight in l = base + s, its sum of squares in l = 16 + base + s): logit_s =
+// dot_s * rsqrt(mean(v_s^2) + eps). Two ways, measured on the H200 (docs/design/native-kernel.md):
+//  - every lane sweeps all sources, with a running max and sum (three special-function
+//    instructions per source in every lane, but a short dependency chain): faster up to 5 sources;
+//  - lane s takes source s (one rsqrt, one exp, one reciprocal per lane, xor butterflies for the
+//    max and the sum, the weights broadcast back): from kLaneSoftmaxMinSources on, where the
+//    sweep's special-function instructions were the longest step between a reduction and the mix.
+// Either way every lane of every warp and CTA of a row ends with the same bits (a butterfly's
+// pairwise max and sum are the same in every lane).
+constexpr int kLaneSoftmaxMinSources = 6;
+
+template <int kSources>
+__device__ __forceinline__ void softmax_weights(float total, int base, float inv_hidden, float eps,
+                                                float (&weight)[kSources]) {
+  static_assert(kSources <= 16, "dot products and sums of squares share one 32-value reduction");
+  if constexpr (kSources >= kLaneSoftmaxMinSources) {
+    const int lane = threadIdx.x % 32;
+    const float dot = __shfl_sync(0xffffffffu, total, (base + lane) % 32);
+    const float squares = __shfl_sync(0xffffffffu, total, (16 + base + lane) % 32);
+    const bool is_source = lane < kSources;
+    const float logit = is_source ? dot * rsqrtf(squares * inv_hidden + eps) : -INFINITY;
+    float max_logit = logit;
+#pragma unroll
+    for (int width = 16; width > 0; width /= 2) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, width));
+    // fmaxf skips a NaN logit, but its exp, hence the sum and every weight, is NaN.
+    const float unnormalised = is_source ? __expf(logit - max_logit) : 0.f;
+    float sum = unnormalised;
+#pragma unroll
+    for (int width = 16; width > 0; width /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, width);
+    const float own_weight = unnormalised * (1.0f / sum);
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) weight[src] = __shfl_sync(0xffffffffu, own_weight, src);
+  } else {
+    float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) {
+      const float dot = __shfl_sync(0xffffffffu, total, base + src);
+      const float squares = __shfl_sync(0xffffffffu, total, 16 + base + src);
+      logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
+      const float new_max = fmaxf(max_logit, logit[src]);
+      weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
+      max_logit = new_max;
+    }
+    const float inv_sum = 1.0f / weight_sum;
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) weight[src] = __expf(logit[src] - max_logit) * inv_sum;
+  }
+}
+
+// Programmatic dependent launch. wait: nothing the previous kernel in the stream wrote is read
+// before it (a no-op when the launch did not ask for PDL). launch_dependents: the next kernel
+// may start its prologue; its own wait still holds until this grid has finished.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
+
+}  // namespace attnres::native_device
