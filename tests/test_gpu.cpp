@@ -626,11 +626,13 @@ TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
 }
 
 // The mutants run on the device (one thread per token) where the backend is CUDA: every
-// mutant must be caught by exactly the cases that catch its host twin.
+// mutant must be caught by exactly the cases that catch its host twin (the eps, denormal and
+// row-count mutants only by cases/numerics.json).
 TEST_F(Gpu, DeviceMutantsAreCaughtByTheCasesThatCatchTheHostOnes) {
   const std::vector<std::string> cases{"mutants", testing::source_path("cases/depth.json"),
-                                       testing::source_path("cases/portable-padded.json"), "--filter", "depth-*",
-                                       "--filter", "zero-*", "--filter", "large-logits-*", "--filter", "*-t3-*"};
+                                       testing::source_path("cases/portable-padded.json"),
+                                       testing::source_path("cases/numerics.json"), "--filter", "depth-*", "--filter",
+                                       "zero-*", "--filter", "large-logits-*", "--filter", "*-t3-*", "--filter", "numerics-*"};
   std::vector<std::string> on_gpu = cases, on_cpu = cases;
   on_gpu.insert(on_gpu.end(), {"--backend", "cuda", "--fail-under", "100"});
   on_cpu.insert(on_cpu.end(), {"--backend", "cpu"});
@@ -741,13 +743,14 @@ TEST_F(Gpu, AKernelThatHangsCostsOnlyItsCase) {
   });
 }
 
-// explore on the GPU with a plugin that faults on 3 blocks: the illegal address is a finding
-// (each trial that loses its context gets a fresh worker), shrunk, and bundled from a new worker.
+// explore on the GPU with a plugin that faults on 3 blocks (and, as vLLM's op, refuses padded rows,
+// which it declares): the illegal address is a finding (each trial that loses its context gets a
+// fresh worker), shrunk, and bundled from a new worker.
 TEST_F(Gpu, ExploreShrinksAnIllegalAddressIntoABundle) {
   testing::TempDir dir;
   const std::string bundle = (dir.path() / "found").string();
-  const BinaryRun run = run_binary({"explore", "--kernel", cuda_plugin("faults"), "--budget", "60", "--seed", "3",
-                                    "--max-hidden", "256", "--out", bundle});
+  const BinaryRun run = run_binary({"explore", "--kernel", cuda_plugin("faults"), "--profile", "vllm-op", "--budget", "60",
+                                    "--seed", "3", "--max-hidden", "256", "--out", bundle});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
   const nlohmann::json result = nlohmann::json::parse(read_file(bundle + "/result.json"));
   EXPECT_EQ(result["disposition"], "error") << run.output;

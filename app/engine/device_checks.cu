@@ -227,13 +227,25 @@ struct CompareTotals {
   unsigned long long finite_pairs;
 };
 
-// One atomic per warp, as add_to.
-__device__ void add_double_to(double* total, double value) {
+// The block's sum of `value`, in thread 0: shuffles within each warp, then the warps' sums in
+// order. Floating-point sums by atomics differ in their last bits from run to run; these give the
+// same bits for the same grid, so a report does not depend on the run (or the worker) that made it.
+__device__ double block_sum_in_order(double value) {
+  __shared__ double warp_sums[kThreads / 32];
   for (int offset = 16; offset > 0; offset >>= 1) value += __shfl_down_sync(0xffffffffu, value, offset);
-  if (threadIdx.x % 32 == 0 && value != 0.0) atomicAdd(total, value);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0)
+    for (int warp = 0; warp < kThreads / 32; ++warp) total += warp_sums[warp];
+  __syncthreads();  // warp_sums is read before a next call writes it
+  return total;
 }
 
-__global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol, CompareTotals* totals) {
+// `block_sums` holds each block's (signed error, spacing) sums, added in block order by
+// sum_blocks_in_order_kernel.
+__global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol, CompareTotals* totals,
+                               double* block_sums) {
   unsigned long long mismatched = 0, nans = 0, infs = 0, max_abs = 0, max_rel = 0, finite_pairs = 0;
   double signed_errors = 0, spacings = 0;
   const std::int64_t columns = out.layout.columns;
@@ -252,14 +264,28 @@ __global__ void compare_kernel(DeviceTensorView out, const double* reference, do
       ++finite_pairs;
     }
   }
-  add_double_to(&totals->signed_error_sum, signed_errors);
-  add_double_to(&totals->spacing_sum, spacings);
+  const double block_signed_errors = block_sum_in_order(signed_errors);
+  const double block_spacings = block_sum_in_order(spacings);
+  if (threadIdx.x == 0) {
+    block_sums[2 * blockIdx.x] = block_signed_errors;
+    block_sums[2 * blockIdx.x + 1] = block_spacings;
+  }
   add_to(&totals->finite_pairs, finite_pairs);
   add_to(&totals->mismatched, mismatched);
   add_to(&totals->nan_count, nans);
   add_to(&totals->inf_count, infs);
   max_to(&totals->max_abs_bits, max_abs);
   max_to(&totals->max_rel_bits, max_rel);
+}
+
+__global__ void sum_blocks_in_order_kernel(const double* block_sums, unsigned blocks, CompareTotals* totals) {
+  double signed_errors = 0, spacings = 0;
+  for (unsigned block = 0; block < blocks; ++block) {
+    signed_errors += block_sums[2 * block];
+    spacings += block_sums[2 * block + 1];
+  }
+  totals->signed_error_sum = signed_errors;
+  totals->spacing_sum = spacings;
 }
 
 // The first element whose difference is the largest: the one a pass over the rows reports.
@@ -432,8 +458,12 @@ OutputTally compare_output_on_device(const DeviceTensorView& output, const doubl
   Accumulator<CompareTotals> totals(initial, stream);
   const std::int64_t elements = output.layout.rows() * output.layout.columns;
   if (elements == 0) return OutputTally{};  // T = 0: nothing to compare
-  compare_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, atol, rtol, totals.get());
+  const unsigned blocks = grid_for(elements);
+  DeviceBuffer<double> block_sums(2 * std::size_t(blocks));
+  compare_kernel<<<blocks, kThreads, 0, stream>>>(output, reference, atol, rtol, totals.get(), block_sums.get());
   ATTNRES_CHECK_LAUNCH("compare_kernel");
+  sum_blocks_in_order_kernel<<<1, 1, 0, stream>>>(block_sums.get(), blocks, totals.get());
+  ATTNRES_CHECK_LAUNCH("sum_blocks_in_order_kernel");
   worst_index_kernel<<<grid_for(elements), kThreads, 0, stream>>>(output, reference, totals.get());
   ATTNRES_CHECK_LAUNCH("worst_index_kernel");
   const CompareTotals result = totals.result();
