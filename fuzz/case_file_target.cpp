@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "app/casefile/case_spec.h"
-#include "app/engine/checks.h"
 #include "app/casefile/json_io.h"
+#include "app/engine/checks.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/registry/layout_guard.h"
 #include "reference/cpu_reference.h"

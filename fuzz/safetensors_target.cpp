@@ -29,7 +29,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const CaseTensors tensors = replay.tensors();
       for (const HostTensor* t : tensors.all()) checksum(*t);
     }
-  } catch (const SafetensorsError&) {
-  }
+  } catch (const SafetensorsError&) {}
   return 0;
 }

@@ -19,7 +19,8 @@ constexpr int kThreads = 256;
 __global__ void gather_blocks_kernel(AttnResArgs a, double* blocks) {
   const std::int64_t hidden = a.shape.hidden, max_blocks = a.shape.max_blocks;
   const std::int64_t total = a.shape.tokens * max_blocks * hidden;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t t = i / (max_blocks * hidden), b = (i / hidden) % max_blocks, h = i % hidden;
     blocks[i] = bf16_to_float(a.blocks[t * a.strides.blocks_token + b * a.strides.blocks_row + h]);
   }
@@ -28,12 +29,14 @@ __global__ void gather_blocks_kernel(AttnResArgs a, double* blocks) {
 // p (residual_sum) as dense [T, H]; also into the written block of the dense blocks.
 __global__ void prefix_sum_kernel(AttnResArgs a, double* p, double* blocks) {
   const std::int64_t total = a.shape.tokens * a.shape.hidden;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total; i += std::int64_t(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t t = i / a.shape.hidden, h = i % a.shape.hidden;
     const bf16_bits delta = a.shape.has_delta ? a.delta[t * a.strides.delta + h] : bf16_bits(0);
     const double value = bf16_to_float(residual_sum(a.prefix[t * a.strides.prefix + h], delta, a.shape.has_delta));
     p[i] = value;
-    if (a.shape.block_write_idx >= 0) blocks[(t * a.shape.max_blocks + a.shape.block_write_idx) * a.shape.hidden + h] = value;
+    if (a.shape.block_write_idx >= 0)
+      blocks[(t * a.shape.max_blocks + a.shape.block_write_idx) * a.shape.hidden + h] = value;
   }
 }
 
@@ -96,7 +99,8 @@ __global__ void finish_kernel(AttnResArgs a, const double* p, const double* weig
   }
   if (!a.shape.has_output_norm) return;
   const double scale = 1.0 / sqrt(block_sum(partial) / hidden + double(a.shape.output_norm_eps));
-  for (int h = threadIdx.x; h < hidden; h += blockDim.x) row[h] *= scale * double(bf16_to_float(a.output_norm_weight[h]));
+  for (int h = threadIdx.x; h < hidden; h += blockDim.x)
+    row[h] *= scale * double(bf16_to_float(a.output_norm_weight[h]));
 }
 
 class CublasHandle {
@@ -125,7 +129,8 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   if (tokens == 0) return DeviceBuffer<double>{};  // an empty batch: an empty [0, H] output
   // cuBLAS and grid dimensions count in int.
   if (block_rows > INT32_MAX)
-    throw std::invalid_argument(fmt::format("cublas_reference: T * max_blocks must fit in int32, got {} * {}", tokens, s.max_blocks));
+    throw std::invalid_argument(
+        fmt::format("cublas_reference: T * max_blocks must fit in int32, got {} * {}", tokens, s.max_blocks));
   // Dense [T, MAXB, H] blocks are one matrix of T*MAXB rows, lda = H: a single GEMV gives every
   // block's logit dot product, whatever the blocks' own layout.
   const std::int64_t blocks_elements = block_rows * hidden;
@@ -159,13 +164,13 @@ DeviceBuffer<double> cublas_reference(const AttnResArgs& a, cudaStream_t stream)
   row_squares_kernel<<<unsigned(tokens), kThreads, 0, stream>>>(p.get(), int(hidden), p_squares.get());
   ATTNRES_CHECK_LAUNCH("row_squares_kernel");
   softmax_kernel<<<grid_for(tokens), kThreads, 0, stream>>>(a, block_dots.get(), block_squares.get(), p_dots.get(),
-                                                             p_squares.get(), weights.get());
+                                                            p_squares.get(), weights.get());
   ATTNRES_CHECK_LAUNCH("softmax_kernel");
   // mixed[t] = sum_b w[t][b] * blocks[t][b]: one GEMV per token over its block rows.
   if (s.num_blocks > 0) {
-    ATTNRES_CUBLAS_CHECK(cublasDgemvStridedBatched(
-        handle.get(), CUBLAS_OP_N, int(hidden), s.num_blocks, &one, blocks.get(), int(hidden), s.max_blocks * hidden,
-        weights.get(), 1, sources, &zero, mixed.get(), 1, hidden, int(tokens)));
+    ATTNRES_CUBLAS_CHECK(cublasDgemvStridedBatched(handle.get(), CUBLAS_OP_N, int(hidden), s.num_blocks, &one,
+                                                   blocks.get(), int(hidden), s.max_blocks * hidden, weights.get(), 1,
+                                                   sources, &zero, mixed.get(), 1, hidden, int(tokens)));
   } else {
     ATTNRES_CUDA_CHECK(cudaMemsetAsync(mixed.get(), 0, mixed.bytes(), stream));
   }

@@ -41,8 +41,10 @@ PackProbeResult probe_native_pack() {
   pack_probe_kernel<<<1024, 256>>>(mismatches.get(), first_input.get());
   ATTNRES_CHECK_LAUNCH("pack_probe_kernel");
   PackProbeResult result;
-  ATTNRES_CUDA_CHECK(cudaMemcpy(&result.mismatches, mismatches.get(), sizeof result.mismatches, cudaMemcpyDeviceToHost));
-  ATTNRES_CUDA_CHECK(cudaMemcpy(&result.first_input, first_input.get(), sizeof result.first_input, cudaMemcpyDeviceToHost));
+  ATTNRES_CUDA_CHECK(
+      cudaMemcpy(&result.mismatches, mismatches.get(), sizeof result.mismatches, cudaMemcpyDeviceToHost));
+  ATTNRES_CUDA_CHECK(
+      cudaMemcpy(&result.first_input, first_input.get(), sizeof result.first_input, cudaMemcpyDeviceToHost));
   return result;
 }
 

@@ -5,7 +5,7 @@
 namespace attnres::testing {
 
 struct PackProbeResult {
-  std::uint64_t mismatches = 0;  // inputs whose packed bf16 differs from float_to_bf16 (a non-NaN for a NaN)
+  std::uint64_t mismatches = 0;   // inputs whose packed bf16 differs from float_to_bf16 (a non-NaN for a NaN)
   std::uint32_t first_input = 0;  // the smallest such input's bits, where there is one
 };
 

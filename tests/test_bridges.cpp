@@ -58,13 +58,15 @@ class TorchBridge : public Bridges {
   }
   std::vector<std::string> op(const std::string& name, std::vector<std::string> cases) {
     cases.insert(cases.begin(), "run");
-    cases.insert(cases.end(), {"--kernel", "torch-op:attnres_test::" + name, "--torch-library", ATTNRES_TORCH_TEST_OPS});
+    cases.insert(cases.end(),
+                 {"--kernel", "torch-op:attnres_test::" + name, "--torch-library", ATTNRES_TORCH_TEST_OPS});
     return cases;
   }
 };
 
 TEST_F(TorchBridge, VllmsSchemaRunsWhatItCanExpressAndRefusesTheSeedRepro) {
-  std::vector<std::string> args = op("kimi_k3_attn_res", {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json")});
+  std::vector<std::string> args =
+      op("kimi_k3_attn_res", {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json")});
   args.insert(args.end(), {"--profile", "vllm-op"});
   const json r = run(args, kExitOk);
   EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 5 + 1);  // delta, output norm, no write; guard-padded-blocks-ok
@@ -82,8 +84,8 @@ TEST_F(TorchBridge, VllmsSchemaRunsWhatItCanExpressAndRefusesTheSeedRepro) {
 }
 
 TEST_F(TorchBridge, TheSeedBugIsCaughtThroughTheOp) {
-  const json r = run(op("kimi_k3_attn_res_hardcoded", {testing::source_path("cases/guard.json"), "--filter", "seed*", "--profile",
-                                                       "vllm-op"}),
+  const json r = run(op("kimi_k3_attn_res_hardcoded",
+                        {testing::source_path("cases/guard.json"), "--filter", "seed*", "--profile", "vllm-op"}),
                      kExitUnmet);
   const json& c = r["cases"][0];
   EXPECT_EQ(c["disposition"], "not-rejected");
@@ -99,19 +101,23 @@ TEST_F(TorchBridge, AFullSchemaReturningItsOutputRunsEveryPublicCase) {
 TEST_F(TorchBridge, AnOpThatIsNotRegisteredIsNotRun) {
   const json r = run(op("no_such_op", {testing::source_path("cases/guard.json")}), kExitUnmet);
   EXPECT_EQ(r["summary"]["by_disposition"]["not-run"], 5);
-  EXPECT_NE(r["cases"][0]["detail"].get<std::string>().find("torch op attnres_test::no_such_op is not registered after loading"),
+  EXPECT_NE(r["cases"][0]["detail"].get<std::string>().find(
+                "torch op attnres_test::no_such_op is not registered after loading"),
             std::string::npos);
-  const json vllm = run({"run", testing::source_path("cases/guard.json"), "--kernel", "torch-op:_C::kimi_k3_attn_res"}, kExitUnmet);
-  EXPECT_NE(vllm["cases"][0]["detail"].get<std::string>().find("is not registered (no --torch-library given)"), std::string::npos);
+  const json vllm =
+      run({"run", testing::source_path("cases/guard.json"), "--kernel", "torch-op:_C::kimi_k3_attn_res"}, kExitUnmet);
+  EXPECT_NE(vllm["cases"][0]["detail"].get<std::string>().find("is not registered (no --torch-library given)"),
+            std::string::npos);
 }
 
 TEST_F(TorchBridge, ALibraryThatDoesNotLoadIsAUsageError) {
   try {
-    run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", "torch-op:attnres_test::x",
-             "--torch-library", "/nonexistent/_C.abi3.so"});
+    run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
+             "torch-op:attnres_test::x", "--torch-library", "/nonexistent/_C.abi3.so"});
     ADD_FAILURE() << "no usage error";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot load the torch library: /nonexistent/_C.abi3.so"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot load the torch library: /nonexistent/_C.abi3.so"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -120,14 +126,15 @@ class PythonBridge : public Bridges {
   void SetUp() override {
     Bridges::SetUp();
     if (IsSkipped()) return;
-    if (!ATTNRES_HAVE_PYTHON_BRIDGE) GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
+    if (!ATTNRES_HAVE_PYTHON_BRIDGE)
+      GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
   }
   static std::string function(const std::string& name) { return "python:attnres_python_test:" + name; }
 };
 
 TEST_F(PythonBridge, TheEagerKernelMeetsTheBundledExpectations) {
-  const json r = run({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"), "--kernel",
-                      function("attn_res_eager"), "--profile", "vllm-op"},
+  const json r = run({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                      "--kernel", function("attn_res_eager"), "--profile", "vllm-op"},
                      kExitOk);
   EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 36 + 1);
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 3);
@@ -145,17 +152,18 @@ TEST_F(PythonBridge, TheEagerKernelMeetsTheBundledExpectations) {
 TEST_F(PythonBridge, TheDispatchPresetGatesAKernelThatTakesEveryStride) {
   // The padded and viewed layouts; torch eager on the host makes the largest bundled cases slow.
   const json r = run({"run", testing::source_path("cases/guard.json"), testing::source_path("cases/layouts.json"),
-                      testing::source_path("cases/portable-padded.json"), testing::source_path("cases/flashinfer/row-padded-64.json"),
-                      testing::source_path("cases/vllm"), "--kernel", function("attn_res_eager_any_stride"), "--profile",
-                      "vllm-dispatch"},
+                      testing::source_path("cases/portable-padded.json"),
+                      testing::source_path("cases/flashinfer/row-padded-64.json"), testing::source_path("cases/vllm"),
+                      "--kernel", function("attn_res_eager_any_stride"), "--profile", "vllm-dispatch"},
                      kExitOk);
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 0);
   EXPECT_GT(r["summary"]["by_disposition"]["skipped"], 0);  // padded outputs: the signature returns a fresh one
   EXPECT_EQ(find(r, "seed-repro-prefix-stride-7175")["disposition"], "passed");
-  EXPECT_NE(find(r, "seed-repro-prefix-stride-7175")["expectation"].get<std::string>().find("compute: preset vllm-dispatch"),
-            std::string::npos);
-  const json op = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_eager"), "--profile",
-                       "vllm-dispatch"},
+  EXPECT_NE(
+      find(r, "seed-repro-prefix-stride-7175")["expectation"].get<std::string>().find("compute: preset vllm-dispatch"),
+      std::string::npos);
+  const json op = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_eager"),
+                       "--profile", "vllm-dispatch"},
                       kExitUnmet);
   EXPECT_EQ(op["summary"]["by_disposition"]["unexpected-rejection"], 3);
 }
@@ -163,8 +171,9 @@ TEST_F(PythonBridge, TheDispatchPresetGatesAKernelThatTakesEveryStride) {
 // explore spends its budget on what vLLM's signature can be asked: a drawn padded output (a fresh
 // output cannot have one) is drawn again, and the summary names the reason.
 TEST_F(PythonBridge, ExploreJudgesOrExplainsEveryTrial) {
-  const CommandOutput out = run_cli({"explore", "--backend", "cpu", "--kernel", function("attn_res_eager_any_stride"), "--profile",
-                                     "vllm-dispatch", "--budget", "30", "--seed", "3", "--max-hidden", "256", "--max-tokens", "8"});
+  const CommandOutput out =
+      run_cli({"explore", "--backend", "cpu", "--kernel", function("attn_res_eager_any_stride"), "--profile",
+               "vllm-dispatch", "--budget", "30", "--seed", "3", "--max-hidden", "256", "--max-tokens", "8"});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
   EXPECT_NE(out.text.find("30 trials, nothing went wrong: 30 passed"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("skipped"), std::string::npos) << out.text;
@@ -172,8 +181,8 @@ TEST_F(PythonBridge, ExploreJudgesOrExplainsEveryTrial) {
 }
 
 TEST_F(PythonBridge, FlashInfersSignatureSeesTheCallersOutput) {
-  const json r = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_flashinfer"), "--signature",
-                      "flashinfer", "--profile", "flashinfer"},
+  const json r = run({"run", testing::source_path("cases/guard.json"), "--kernel", function("attn_res_flashinfer"),
+                      "--signature", "flashinfer", "--profile", "flashinfer"},
                      kExitOk);
   EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 5);
   EXPECT_EQ(find(r, "guard-output-stride")["comparison"]["mismatched"], 0);  // written at the caller's padded rows
@@ -198,7 +207,8 @@ TEST_F(PythonBridge, AResultThatIsNotTheOutputFails) {
                       function("attn_res_wrong_dtype")},
                      kExitUnmet);
   EXPECT_EQ(r["cases"][0]["disposition"], "failed");
-  EXPECT_NE(r["cases"][0]["detail"].get<std::string>().find("returned a torch.float32 tensor of shape [3, 7168]"), std::string::npos)
+  EXPECT_NE(r["cases"][0]["detail"].get<std::string>().find("returned a torch.float32 tensor of shape [3, 7168]"),
+            std::string::npos)
       << r["cases"][0]["detail"];
 }
 
@@ -220,8 +230,9 @@ TEST_F(PythonBridge, AMessageWithANulOrALoneSurrogateIsKeptWhole) {
 }
 
 TEST_F(PythonBridge, AModuleOrFunctionThatIsNotThereIsAUsageError) {
-  for (const auto& [kernel, message] : {std::pair<std::string, std::string>{"python:no_such_module:f", "cannot import no_such_module"},
-                                        {function("no_such_function"), "attnres_python_test has no no_such_function"}}) {
+  for (const auto& [kernel, message] :
+       {std::pair<std::string, std::string>{"python:no_such_module:f", "cannot import no_such_module"},
+        {function("no_such_function"), "attnres_python_test has no no_such_function"}}) {
     try {
       run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", kernel});
       ADD_FAILURE() << "no usage error for " << kernel;
@@ -234,8 +245,9 @@ TEST_F(PythonBridge, AModuleOrFunctionThatIsNotThereIsAUsageError) {
 TEST_F(PythonBridge, ReproBundlesAndInfoFollowTheBridgedKernel) {
   const auto bundle = dir_.path() / "bundle";
   const std::string kernel = function("attn_res_flashinfer");
-  const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-output-stride", "--out",
-                                       bundle.string(), "--backend", "cpu", "--kernel", kernel, "--signature", "flashinfer"});
+  const CommandOutput repro =
+      run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-output-stride", "--out",
+               bundle.string(), "--backend", "cpu", "--kernel", kernel, "--signature", "flashinfer"});
   EXPECT_EQ(repro.exit_code, kExitOk) << repro.text << repro.notes;
   EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel " + kernel + " --signature flashinfer"), std::string::npos)
       << read_file(bundle / "replay.sh");
@@ -243,8 +255,8 @@ TEST_F(PythonBridge, ReproBundlesAndInfoFollowTheBridgedKernel) {
   EXPECT_EQ(environment["kernel"], kernel);
   EXPECT_EQ(environment["signature"], "flashinfer");
   // info says, case by case, what the vllm signature cannot express.
-  const CommandOutput info = run_cli({"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
-                                      function("attn_res_eager")});
+  const CommandOutput info = run_cli(
+      {"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", function("attn_res_eager")});
   EXPECT_NE(info.text.find("the vllm signature returns a fresh output"), std::string::npos) << info.text;
 }
 

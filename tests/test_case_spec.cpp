@@ -101,20 +101,24 @@ TEST(CaseSpec, ImpossibleShapes) {
   c["T"] = 2000000000;
   c["H"] = 65536;
   c["max_blocks"] = 64;
-  EXPECT_EQ(error_of(c, "f"), "f: /T: tensor sizes overflow: prefix needs more than 2^40 elements of storage with T = 2000000000");
+  EXPECT_EQ(error_of(c, "f"),
+            "f: /T: tensor sizes overflow: prefix needs more than 2^40 elements of storage with T = 2000000000");
   c = minimal();
   c["eps"] = -1e-6;
   EXPECT_EQ(error_of(c, "f"), "f: /eps: must be finite and >= 0, got -1e-06");
   c = minimal();
   c["tensors"]["output_norm_weight"]["dist"] = {{"kind", "constant"}, {"value", 1e39}};
   EXPECT_EQ(error_of(c, "f"),
-            "f: /tensors/output_norm_weight/dist/value: values up to 1e+39 do not fit bf16 (largest finite value 3.38953e+38)");
+            "f: /tensors/output_norm_weight/dist/value: values up to 1e+39 do not fit bf16 (largest finite value "
+            "3.38953e+38)");
   c = minimal();
   c["tensors"]["prefix"]["dist"] = {{"kind", "normal"}, {"std", 1e38}};
-  EXPECT_EQ(error_of(c, "f"), "f: /tensors/prefix/dist/std: values up to 3.4641e+38 do not fit bf16 (largest finite value 3.38953e+38)");
+  EXPECT_EQ(error_of(c, "f"),
+            "f: /tensors/prefix/dist/std: values up to 3.4641e+38 do not fit bf16 (largest finite value 3.38953e+38)");
   c = minimal();
   c["tensors"]["blocks"]["dist"] = {{"kind", "uniform"}, {"low", -4e38}, {"high", 1}};
-  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/low: values up to 4e+38 do not fit bf16 (largest finite value 3.38953e+38)");
+  EXPECT_EQ(error_of(c, "f"),
+            "f: /tensors/blocks/dist/low: values up to 4e+38 do not fit bf16 (largest finite value 3.38953e+38)");
   c = minimal();
   c["dtype"] = "fp16";
   EXPECT_EQ(error_of(c, "f"), "f: /dtype: must be one of \"bf16\", got \"fp16\"");
@@ -123,7 +127,8 @@ TEST(CaseSpec, ImpossibleShapes) {
 TEST(CaseSpec, BlockScalesBelongToBlocksAndFitMaxBlocksAndBf16) {
   json c = minimal();
   c["tensors"]["blocks"]["dist"] = {{"kind", "normal"}, {"block_scales", {0.5, 0, 4}}};
-  EXPECT_EQ(parse_case(c, "f", "").distributions[int(InputTensor::blocks)].block_scales, (std::vector<double>{0.5, 0, 4}));
+  EXPECT_EQ(parse_case(c, "f", "").distributions[int(InputTensor::blocks)].block_scales,
+            (std::vector<double>{0.5, 0, 4}));
   c["tensors"]["blocks"]["dist"]["block_scales"] = {1, 1, 1, 1, 1};
   EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/block_scales: has 5 entries, but max_blocks is 4");
   c["tensors"]["blocks"]["dist"]["block_scales"] = {1, -1};
@@ -131,7 +136,8 @@ TEST(CaseSpec, BlockScalesBelongToBlocksAndFitMaxBlocksAndBf16) {
   c["tensors"]["blocks"]["dist"]["block_scales"] = json::array();
   EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/block_scales: must be a list of 1 to 64 numbers, one per block");
   c["tensors"]["blocks"]["dist"] = {{"kind", "normal"}, {"std", 1e36}, {"block_scales", {1, 100}}};
-  EXPECT_EQ(error_of(c, "f"), "f: /tensors/blocks/dist/std: values up to 3.4641e+38 do not fit bf16 (largest finite value 3.38953e+38)");
+  EXPECT_EQ(error_of(c, "f"),
+            "f: /tensors/blocks/dist/std: values up to 3.4641e+38 do not fit bf16 (largest finite value 3.38953e+38)");
   c = minimal();
   c["tensors"]["prefix"]["dist"] = {{"kind", "normal"}, {"block_scales", {2}}};
   EXPECT_EQ(error_of(c, "f"), "f: /tensors/prefix/dist/block_scales: only the blocks' distribution has block_scales");

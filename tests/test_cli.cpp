@@ -24,16 +24,21 @@ using nlohmann::json;
 using testing::TempDir;
 
 std::string case_text(const std::string& name, int T = 2, int padding = 0, const std::string& extra = "") {
-  return json{{"schema_version", 1}, {"name", name}, {"T", T}, {"H", 512}, {"max_blocks", 2}, {"num_blocks", 2},
+  return json{{"schema_version", 1},
+              {"name", name},
+              {"T", T},
+              {"H", 512},
+              {"max_blocks", 2},
+              {"num_blocks", 2},
               {"tensors", {{"prefix", {{"row_padding", padding}}}}}}
-             .dump()
-             .insert(1, extra);
+      .dump()
+      .insert(1, extra);
 }
 
 TEST(Cli, ParsesRunOptions) {
-  const Invocation inv = parse({"run", "cases", "more.json", "--json", "r.json", "--junit", "r.xml", "--filter", "public-*",
-                                "--filter", "seed*", "--shard", "2/3", "--no-layout-guard", "--backend", "cpu",
-                                "--device-model", "sm_100"});
+  const Invocation inv =
+      parse({"run", "cases", "more.json", "--json", "r.json", "--junit", "r.xml", "--filter", "public-*", "--filter",
+             "seed*", "--shard", "2/3", "--no-layout-guard", "--backend", "cpu", "--device-model", "sm_100"});
   EXPECT_EQ(inv.command, Command::run);
   EXPECT_EQ(inv.run.paths, (std::vector<std::string>{"cases", "more.json"}));
   EXPECT_EQ(inv.run.filters.size(), 2u);
@@ -56,7 +61,8 @@ TEST(Cli, DevicesListsOrAllAndExcludesWhatCannotSpread) {
       parse({"run", "cases", "--devices", bad});
       ADD_FAILURE() << "--devices " << bad << " parsed";
     } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("--devices: expected all or device ordinals such as 0,1"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--devices: expected all or device ordinals such as 0,1"), std::string::npos)
+          << e.what();
     }
   }
   EXPECT_THROW(parse({"run", "cases", "--devices", "0,1", "--device", "1"}), UsageError);
@@ -69,9 +75,11 @@ TEST(Cli, DevicesListsOrAllAndExcludesWhatCannotSpread) {
 TEST(Cli, LibraryPathsAreHeldAbsoluteSoBundlesNameTheSameFileFromElsewhere) {
   const std::string cwd = std::filesystem::current_path().string();
   EXPECT_EQ(parse({"run", "cases", "--kernel", "so:build/../libk.so"}).backend.kernel, "so:" + cwd + "/libk.so");
-  EXPECT_EQ(parse({"run", "cases", "--kernel", "so:libk.so:my_entry"}).backend.kernel, "so:" + cwd + "/libk.so:my_entry");
+  EXPECT_EQ(parse({"run", "cases", "--kernel", "so:libk.so:my_entry"}).backend.kernel,
+            "so:" + cwd + "/libk.so:my_entry");
   EXPECT_EQ(parse({"run", "cases", "--kernel", "so:/opt/k/libk.so"}).backend.kernel, "so:/opt/k/libk.so");
-  const Invocation op = parse({"repro", "c.json", "--kernel", "torch-op:_C::kimi_k3_attn_res", "--torch-library", "vllm/_C.abi3.so"});
+  const Invocation op =
+      parse({"repro", "c.json", "--kernel", "torch-op:_C::kimi_k3_attn_res", "--torch-library", "vllm/_C.abi3.so"});
   EXPECT_EQ(op.backend.kernel, "torch-op:_C::kimi_k3_attn_res");
   EXPECT_EQ(op.backend.torch_library, cwd + "/vllm/_C.abi3.so");
 }
@@ -89,11 +97,15 @@ TEST(Cli, UsageErrors) {
   EXPECT_EQ(parse({"bench", "--tokens", "2147483648"}).bench.tokens, std::vector<std::int64_t>{std::int64_t(1) << 31});
   EXPECT_THROW(parse({"bench", "--hidden", "65544"}), UsageError);
   EXPECT_FALSE(parse({"run", "--help"}).help.empty());
-  EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}), UsageError);
+  EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}),
+               UsageError);
   // --shard is read as merge reads a report's shard: whole numbers, nothing around them.
   for (const char* bad : {" 1/2", "+1/2", "1/2 ", "99999999999/1", "1/99999999999", "1/", "/2", "0/2", "1-2"})
-    EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", bad}), UsageError) << bad;
-  EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model", "x"}), UsageError);
+    EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", bad}),
+                 UsageError)
+        << bad;
+  EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model", "x"}),
+               UsageError);
 }
 
 // Numbers are taken whole and in range, and a bad one is named in words (not CLI11's range of
@@ -115,7 +127,8 @@ TEST(Cli, NumericOptionsSayWhatTheyExpect) {
   }
   EXPECT_EQ(parse({"run", "x", "--device", "3"}).backend.device, 3);
   for (const char* bad : {"-1", "nan", "inf", "-inf", "abc", "1s", ""})
-    EXPECT_NE(message({"run", "x", "--timeout", bad}).find("--timeout: expected seconds >= 0 (0: no limit), got"), std::string::npos)
+    EXPECT_NE(message({"run", "x", "--timeout", bad}).find("--timeout: expected seconds >= 0 (0: no limit), got"),
+              std::string::npos)
         << bad;
   EXPECT_EQ(parse({"run", "x", "--timeout", "0"}).backend.timeout_seconds, 0.0);
   EXPECT_EQ(parse({"shrink", "x", "--timeout", "2.5"}).backend.timeout_seconds, 2.5);
@@ -155,7 +168,8 @@ TEST(Cli, BadCaseFileExitsTwoNamingFileAndPointerAndKeepsOtherCases) {
   const std::string bad = dir.file("bad.json", case_text("bad", 2, -3));
   const CommandOutput out = run_cli({"run", dir.path().string(), "--backend", "cpu"});
   EXPECT_EQ(out.exit_code, kExitBadInput);
-  EXPECT_NE(out.text.find(bad + ": /tensors/prefix/row_padding: must be in [0, 2^20], got -3"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find(bad + ": /tensors/prefix/row_padding: must be in [0, 2^20], got -3"), std::string::npos)
+      << out.text;
   EXPECT_NE(out.text.find("passed"), std::string::npos);
   EXPECT_NE(out.text.find("good"), std::string::npos);
 }
@@ -165,20 +179,26 @@ TEST(Cli, ExitCodeFollowsExpectations) {
   const std::string good = dir.file("good.json", case_text("good"));
   EXPECT_EQ(run_cli({"run", good, "--backend", "cpu"}).exit_code, kExitOk);
   const std::string padded = dir.file("padded.json", case_text("padded", 2, 1));
-  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu"}).exit_code, kExitOk);  // the native kernel refuses it, as it declares
-  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--device-model", "sm_86"}).exit_code, kExitOk);  // portable computes it
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu"}).exit_code,
+            kExitOk);  // the native kernel refuses it, as it declares
+  EXPECT_EQ(run_cli({"run", padded, "--backend", "cpu", "--device-model", "sm_86"}).exit_code,
+            kExitOk);  // portable computes it
   // A case file's own expectation wins over the kernel's declaration.
-  const std::string must_pass = dir.file("must-pass.json", case_text("must-pass", 2, 1, R"("expect":{"verdict":"pass"},)"));
+  const std::string must_pass =
+      dir.file("must-pass.json", case_text("must-pass", 2, 1, R"("expect":{"verdict":"pass"},)"));
   EXPECT_EQ(run_cli({"run", must_pass, "--backend", "cpu"}).exit_code, kExitUnmet);  // unexpected rejection
   const CommandOutput none = run_cli({"run", good, "--backend", "cpu", "--device-model", "none"});
   EXPECT_EQ(none.exit_code, kExitUnmet);
   EXPECT_NE(none.text.find("not-run"), std::string::npos);
   // --allow-not-run lets not-run cases pass beside judged ones, never a run that judged nothing.
-  const CommandOutput judged_nothing = run_cli({"run", good, "--backend", "cpu", "--device-model", "none", "--allow-not-run"});
+  const CommandOutput judged_nothing =
+      run_cli({"run", good, "--backend", "cpu", "--device-model", "none", "--allow-not-run"});
   EXPECT_EQ(judged_nothing.exit_code, kExitNoCases);
-  EXPECT_NE(judged_nothing.notes.find("every case is not-run: nothing was judged"), std::string::npos) << judged_nothing.notes;
+  EXPECT_NE(judged_nothing.notes.find("every case is not-run: nothing was judged"), std::string::npos)
+      << judged_nothing.notes;
   const std::string native = dir.file("native.json", case_text("native", 2, 0, R"("kernel":"native",)"));
-  EXPECT_EQ(run_cli({"run", good, native, "--backend", "cpu", "--device-model", "sm_86", "--allow-not-run"}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"run", good, native, "--backend", "cpu", "--device-model", "sm_86", "--allow-not-run"}).exit_code,
+            kExitOk);
 }
 
 TEST(Cli, InterestingnessTestByDisposition) {
@@ -193,8 +213,8 @@ TEST(Cli, FilterShardAndReports) {
   TempDir dir;
   const std::string cases = testing::source_path("cases/guard.json");
   const std::string json_path = (dir.path() / "r.json").string(), junit_path = (dir.path() / "r.xml").string();
-  const CommandOutput out = run_cli({"run", cases, "--backend", "cpu", "--filter", "guard-*", "--shard", "1/2", "--json",
-                                     json_path, "--junit", junit_path});
+  const CommandOutput out = run_cli({"run", cases, "--backend", "cpu", "--filter", "guard-*", "--shard", "1/2",
+                                     "--json", json_path, "--junit", junit_path});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
   json report;
   std::ifstream(json_path) >> report;
@@ -221,8 +241,8 @@ TEST(Cli, FilterIsASubstringUnlessItIsAGlobAndNothingSelectedIsItsOwnExit) {
 
 TEST(Cli, EachCaseIsStreamedAsSoonAsItIsJudged) {
   std::vector<std::string> chunks;
-  const CommandOutput out = execute(parse({"run", testing::source_path("cases/guard.json"), "--backend", "cpu"}), nullptr,
-                                    [&](const std::string& text) { chunks.push_back(text); });
+  const CommandOutput out = execute(parse({"run", testing::source_path("cases/guard.json"), "--backend", "cpu"}),
+                                    nullptr, [&](const std::string& text) { chunks.push_back(text); });
   ASSERT_EQ(chunks.size(), 1u + 5u);  // the header, then one chunk per case, in case order
   EXPECT_EQ(chunks[0].rfind("backend cpu, device modelled sm_90 (sm_90)", 0), 0u) << chunks[0];
   EXPECT_EQ(chunks[1].rfind("rejected-as-expected  seed-repro-prefix-stride-7175", 0), 0u) << chunks[1];
@@ -269,7 +289,8 @@ TEST(Cli, ListSaysWhatWouldRunEachCaseAndRunsNothing) {
   const CommandOutput listed = run_cli({"run", dir.path().string(), "--backend", "cpu", "--list"});
   EXPECT_EQ(listed.exit_code, kExitBadInput);
   EXPECT_NE(listed.text.find("  good "), std::string::npos) << listed.text;
-  EXPECT_NE(listed.text.find("bad case: " + bad + ": /tensors/prefix/row_padding: must be in [0, 2^20], got -3"), std::string::npos)
+  EXPECT_NE(listed.text.find("bad case: " + bad + ": /tensors/prefix/row_padding: must be in [0, 2^20], got -3"),
+            std::string::npos)
       << listed.text;
 }
 
@@ -285,8 +306,9 @@ TEST(Cli, WithoutCasesOrBundledCasesEachCommandSaysWhereItLooked) {
   const CommandOutput mutants = run_cli({"mutants", "--backend", "cpu"});
   std::filesystem::current_path(previous);
   if (bundled) GTEST_SKIP() << "bundled cases beside the test binary";
-  const std::string said = "no case files given, and no bundled cases here (share/attnres-check/cases beside an installed binary, "
-                           "or ./cases in a checkout)";
+  const std::string said =
+      "no case files given, and no bundled cases here (share/attnres-check/cases beside an installed binary, "
+      "or ./cases in a checkout)";
   EXPECT_EQ(run.exit_code, kExitNoCases);
   EXPECT_NE(run.notes.find(said), std::string::npos) << run.notes;
   EXPECT_EQ(info.exit_code, kExitOk);
@@ -297,13 +319,14 @@ TEST(Cli, WithoutCasesOrBundledCasesEachCommandSaysWhereItLooked) {
 }
 
 TEST(Cli, InfoReportsEveryDecisionForAModelledDevice) {
-  const CommandOutput out = run_cli({"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--device-model",
-                                     "sm_100", "--native-images", "sm_90a"});
+  const CommandOutput out = run_cli({"info", testing::source_path("cases/guard.json"), "--backend", "cpu",
+                                     "--device-model", "sm_100", "--native-images", "sm_90a"});
   EXPECT_EQ(out.exit_code, kExitOk);
   EXPECT_NE(out.text.find("device: modelled sm_100 (sm_100)"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("dispatcher sees: sm_90a image yes, sm_100a image no"), std::string::npos);
   EXPECT_NE(out.text.find("guard-padded-blocks-ok"), std::string::npos);
-  EXPECT_NE(out.text.find("portable  this build holds no sm_100a image of the native kernel for this sm_100 device"), std::string::npos);
+  EXPECT_NE(out.text.find("portable  this build holds no sm_100a image of the native kernel for this sm_100 device"),
+            std::string::npos);
   EXPECT_NE(out.text.find("not-run   case requires the native kernel, but this build holds no sm_100a image"),
             std::string::npos);
 }

@@ -4,14 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include "app/engine/backend.h"
 #include "app/casefile/host_tensors.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "app/engine/backend.h"
 #include "kernels/builtin/dispatch.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/native/launch_native.h"
-#include "kernels/registry/layout_guard.h"
 #include "kernels/native/native_limits.h"
 #include "kernels/native/native_plan.h"
+#include "kernels/registry/layout_guard.h"
 
 namespace attnres {
 namespace {
@@ -21,7 +21,8 @@ const DeviceDescription kB200{true, "NVIDIA B200", 10, 0};
 const DeviceDescription kA10{true, "NVIDIA A10", 8, 6};
 const NativeImages kBoth{true, true};
 
-DispatchRequest kimi(std::int64_t prefix_stride = 7168, std::int64_t delta_stride = 7168, std::int64_t output_stride = 7168) {
+DispatchRequest kimi(std::int64_t prefix_stride = 7168, std::int64_t delta_stride = 7168,
+                     std::int64_t output_stride = 7168) {
   DispatchRequest r;
   r.shape.tokens = 320;
   r.shape.hidden = 7168;
@@ -90,7 +91,9 @@ TEST(NativeLaunch, IllegalPlansAreRefusedBeforeAnyCudaCall) {
 }
 
 TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
-  const auto pick = [](std::int64_t tokens, int blocks) { return native::to_string(native::choose_plan(tokens, blocks, 7168)); };
+  const auto pick = [](std::int64_t tokens, int blocks) {
+    return native::to_string(native::choose_plan(tokens, blocks, 7168));
+  };
   EXPECT_EQ(pick(1, 0), "split/8x1");
   EXPECT_EQ(pick(1, 8), "split/8x1");
   EXPECT_EQ(pick(16, 4), "split/8x1");
@@ -188,8 +191,8 @@ TEST(NativePlan, IllegalPlansAreNamed) {
   EXPECT_EQ(native::split_slots(Plan{Variant::split, 8, 1}, 7168), 32);
   std::vector<std::string> names;
   for (const Plan& plan : native::all_plans(7168)) names.push_back(native::to_string(plan));
-  EXPECT_EQ(names, (std::vector<std::string>{"ring", "ring/cp.async", "split/1x2", "split/2x1", "split/2x2", "split/4x1", "split/4x2",
-                                             "split/8x1", "split/8x2"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ring", "ring/cp.async", "split/1x2", "split/2x1", "split/2x2",
+                                             "split/4x1", "split/4x2", "split/8x1", "split/8x2"}));
   EXPECT_EQ(native::all_plans(512).size(), 10u);  // split/1x1 fits there too
 }
 
@@ -209,10 +212,10 @@ TEST(NativePlan, RingPairsRowsOnlyWithFewSourcesAndStagesToSpare) {
   EXPECT_EQ(h200_ring_layout(4096, 3, false, 7168), "2x11");  // without delta: 8, 3 free
   EXPECT_EQ(h200_ring_layout(4096, 4, false, 7168), "1x13");  // 5 sources: one row holding its blocks
   EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168), "1x13");
-  EXPECT_EQ(h200_ring_layout(132, 1, true, 7168), "1x13");    // one row per CTA: nothing to pair
+  EXPECT_EQ(h200_ring_layout(132, 1, true, 7168), "1x13");  // one row per CTA: nothing to pair
   EXPECT_EQ(h200_ring_layout(133, 1, true, 7168), "2x11");
-  EXPECT_EQ(h200_ring_layout(4096, 3, true, 4096), "2x16");   // 4 sources, 10 loads of 16 stages
-  EXPECT_EQ(h200_ring_layout(4096, 4, true, 4096), "1x16");   // 5 sources
+  EXPECT_EQ(h200_ring_layout(4096, 3, true, 4096), "2x16");  // 4 sources, 10 loads of 16 stages
+  EXPECT_EQ(h200_ring_layout(4096, 4, true, 4096), "1x16");  // 5 sources
   EXPECT_EQ(h200_ring_layout(4096, 6, true, 4096), "1x16");
   EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168 + 512), "1x12");
   EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
@@ -223,7 +226,7 @@ TEST(NativePlan, RingPairsRowsOnlyWithFewSourcesAndStagesToSpare) {
 TEST(NativePlan, RingGridGivesEveryCtaTheSameRowCount) {
   EXPECT_EQ(native::ring_grid(4096, 132), 128);  // 32 rows each, not 31 and a 32nd on 4 CTAs
   EXPECT_EQ(native::ring_grid(16384, 132), 132);
-  EXPECT_EQ(native::ring_grid(320, 132), 107);   // 3 rows each (the last CTA 2)
+  EXPECT_EQ(native::ring_grid(320, 132), 107);  // 3 rows each (the last CTA 2)
   EXPECT_EQ(native::ring_grid(133, 132), 67);
   EXPECT_EQ(native::ring_grid(132, 132), 132);
   EXPECT_EQ(native::ring_grid(1, 132), 1);
@@ -274,7 +277,8 @@ TEST(Dispatch, OtherFamiliesAndUnsupportedShapesGoPortable) {
   EXPECT_EQ(dispatch(kA10, kBoth, kimi(7175)).path, KernelPath::portable);  // portable honours strides
   DispatchRequest odd = kimi();
   odd.shape.hidden = 1000;
-  EXPECT_EQ(dispatch(kH200, kBoth, odd).reason, "native kernel supports hidden_size multiples of 512 up to 7680, got 1000");
+  EXPECT_EQ(dispatch(kH200, kBoth, odd).reason,
+            "native kernel supports hidden_size multiples of 512 up to 7680, got 1000");
   DispatchRequest many = kimi();
   many.shape.num_blocks = many.shape.max_blocks = 9;
   EXPECT_EQ(dispatch(kH200, kBoth, many).path, KernelPath::portable);
@@ -296,7 +300,9 @@ TEST(Dispatch, ForcedChoices) {
   native.choice = KernelChoice::native;
   const DispatchDecision d = dispatch(kA10, kBoth, native);
   EXPECT_EQ(d.path, KernelPath::none);
-  EXPECT_EQ(d.reason, "case requires the native kernel, but sm_86 (NVIDIA A10) has no native kernel (native targets sm_90 and sm_100 families)");
+  EXPECT_EQ(d.reason,
+            "case requires the native kernel, but sm_86 (NVIDIA A10) has no native kernel (native targets sm_90 and "
+            "sm_100 families)");
 }
 
 TEST(Dispatch, UnguardedRunsTheNativeKernelOrReplaysItsStride) {

@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
   std::mt19937_64 a(7), b(7);
   const ExploreLimits limits;
-  int empty = 0, single = 0, odd_padding = 0, native_hidden = 0, other_hidden = 0, scaled = 0, zero_slot = 0, writes = 0,
-      no_delta = 0, no_norm = 0, past_native_blocks = 0, block_major = 0, odd_offset = 0, distinct_eps = 0, small_rms = 0,
-      denormal = 0;
+  int empty = 0, single = 0, odd_padding = 0, native_hidden = 0, other_hidden = 0, scaled = 0, zero_slot = 0,
+      writes = 0, no_delta = 0, no_norm = 0, past_native_blocks = 0, block_major = 0, odd_offset = 0, distinct_eps = 0,
+      small_rms = 0, denormal = 0;
   for (int i = 0; i < 500; ++i) {
     const CaseSpec spec = draw_case(a, i, limits);
     const CaseSpec again = draw_case(b, i, limits);
@@ -47,8 +47,8 @@ TEST(Explore, DrawsLegalCasesOfEveryKindAndReplaysTheSameOnesFromASeed) {
     small_rms += prefix_std == 0.01;
     denormal += prefix_std < 1.1754943508222875e-38;
   }
-  for (int count : {empty, single, odd_padding, native_hidden, other_hidden, scaled, zero_slot, writes, no_delta, no_norm,
-                    past_native_blocks, block_major, odd_offset, distinct_eps, small_rms, denormal})
+  for (int count : {empty, single, odd_padding, native_hidden, other_hidden, scaled, zero_slot, writes, no_delta,
+                    no_norm, past_native_blocks, block_major, odd_offset, distinct_eps, small_rms, denormal})
     EXPECT_GT(count, 5);
 }
 
@@ -63,7 +63,8 @@ TEST(Explore, OutcomesOfATrial) {
   r.disposition = Disposition::not_run;
   EXPECT_EQ(classify_trial(r), TrialOutcome::not_run);
   // A refusal the kernel did not declare is a finding.
-  for (Disposition d : {Disposition::unexpected_rejection, Disposition::failed, Disposition::memory_violation, Disposition::error})
+  for (Disposition d :
+       {Disposition::unexpected_rejection, Disposition::failed, Disposition::memory_violation, Disposition::error})
     EXPECT_EQ(classify_trial(CaseResult{"", "", 0, d}), TrialOutcome::finding);
 }
 
@@ -72,8 +73,8 @@ TEST(Explore, OutcomesOfATrial) {
 TEST(Explore, FindsTheSeedsBugClassUnguardedAndShrinksIt) {
   testing::TempDir dir;
   const fs::path out = dir.path() / "finding";
-  const CommandOutput run = testing::run_cli({"explore", "--backend", "cpu", "--budget", "200", "--seed", "3", "--no-layout-guard",
-                                              "--out", out.string()});
+  const CommandOutput run = testing::run_cli(
+      {"explore", "--backend", "cpu", "--budget", "200", "--seed", "3", "--no-layout-guard", "--out", out.string()});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.text;
   EXPECT_NE(run.text.find("went wrong"), std::string::npos) << run.text;
   ASSERT_TRUE(fs::exists(out / "case.json")) << run.text;
@@ -86,7 +87,8 @@ TEST(Explore, FindsTheSeedsBugClassUnguardedAndShrinksIt) {
                       shrunk.strides.output != shrunk.shape.hidden;
   EXPECT_TRUE(padded) << "the bug needs a padded prefix, delta or output";
   // The bundle replays: the shrunk case still goes wrong without the guard.
-  EXPECT_EQ(testing::run_cli({"run", (out / "case.json").string(), "--backend", "cpu", "--no-layout-guard"}).exit_code, kExitUnmet);
+  EXPECT_EQ(testing::run_cli({"run", (out / "case.json").string(), "--backend", "cpu", "--no-layout-guard"}).exit_code,
+            kExitUnmet);
 }
 
 // A kernel that refuses every call computes nothing: explore names its message and fails.
@@ -94,15 +96,16 @@ TEST(Explore, AKernelThatRefusesEverythingIsNotClean) {
   const std::string kernel = std::string("so:") + ATTNRES_PLUGIN_DIR + "/libattnres_plugin_test_refuses_everything.so";
   testing::TempDir dir;
   // Undeclared, the first refusal is a finding.
-  const CommandOutput undeclared = testing::run_cli({"explore", "--backend", "cpu", "--kernel", kernel, "--budget", "40", "--seed",
-                                                     "4", "--out", (dir.path() / "found").string()});
+  const CommandOutput undeclared = testing::run_cli({"explore", "--backend", "cpu", "--kernel", kernel, "--budget",
+                                                     "40", "--seed", "4", "--out", (dir.path() / "found").string()});
   EXPECT_EQ(undeclared.exit_code, kExitUnmet) << undeclared.text;
   EXPECT_NE(undeclared.text.find("trial 0 went wrong: unexpected-rejection"), std::string::npos) << undeclared.text;
   // Declared (it may refuse anything), every refusal is the kernel's word, and nothing was judged.
   const std::filesystem::path profile = dir.path() / "profile.json";
-  std::ofstream(profile) << R"({"schema_version": 1, "refuses": [{"when": "hidden_above", "value": 1, "mode": "may"}]})";
-  const CommandOutput run = testing::run_cli(
-      {"explore", "--backend", "cpu", "--kernel", kernel, "--profile", profile.string(), "--budget", "40", "--seed", "4"});
+  std::ofstream(profile)
+      << R"({"schema_version": 1, "refuses": [{"when": "hidden_above", "value": 1, "mode": "may"}]})";
+  const CommandOutput run = testing::run_cli({"explore", "--backend", "cpu", "--kernel", kernel, "--profile",
+                                              profile.string(), "--budget", "40", "--seed", "4"});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.text;
   EXPECT_NE(run.text.find("0 passed, 40 refused as the kernel declares it may or must"), std::string::npos) << run.text;
   EXPECT_NE(run.text.find("  refused 40 times: \"test plugin: not implemented\""), std::string::npos) << run.text;

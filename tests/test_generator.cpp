@@ -49,7 +49,8 @@ TEST(Generator, BlockScalesScaleEachBlockOfEveryToken) {
     for (int block = 0; block < 4; ++block)
       for (std::int64_t h = 0; h < 64; ++h) {
         const std::int64_t row = t * 4 + block;
-        ASSERT_EQ(bf16_to_float(b.blocks.at(row, h)), scale[block] * bf16_to_float(a.blocks.at(row, h))) << t << " " << block;
+        ASSERT_EQ(bf16_to_float(b.blocks.at(row, h)), scale[block] * bf16_to_float(a.blocks.at(row, h)))
+            << t << " " << block;
       }
   EXPECT_EQ(a.prefix.storage, b.prefix.storage);  // only the blocks carry scales
 }

@@ -13,17 +13,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/engine/backend.h"
+#include "app/casefile/host_tensors.h"
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
-#include "app/casefile/host_tensors.h"
+#include "app/engine/backend.h"
 #include "app/engine/runner.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device_buffer.h"
 #include "kernels/common/device_generator.h"
+#include "kernels/mutants/mutant_kernel.h"
 #include "kernels/native/launch_native.h"
 #include "kernels/portable/launch_portable.h"
-#include "kernels/mutants/mutant_kernel.h"
 #include "kernels/registry/layout_guard.h"
 #include "reference/cpu_reference.h"
 #include "test_util.h"
@@ -41,7 +41,8 @@ class PlannedNativeKernel : public KernelEntry {
   explicit PlannedNativeKernel(native::Plan plan) : plan_(plan) {}
   std::string name() const override { return "native:" + native::to_string(plan_); }
   OperandPlace operands() const override { return OperandPlace::cuda_device; }
-  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&, const DeviceDescription&) const override {
+  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
+                                              const DeviceDescription&) const override {
     return std::nullopt;
   }
   KernelPreconditions preconditions() const override { return portable_preconditions(); }
@@ -106,7 +107,8 @@ TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
   std::vector<bf16_bits> back(device.size());
   ATTNRES_CUDA_CHECK(cudaMemcpy(back.data(), device.get(), device.bytes(), cudaMemcpyDeviceToHost));
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t h = 0; h < 520; ++h) ASSERT_EQ(back[std::size_t(r * 531 + h)], host.blocks.at(r, h)) << r << "," << h;
+    for (std::int64_t h = 0; h < 520; ++h)
+      ASSERT_EQ(back[std::size_t(r * 531 + h)], host.blocks.at(r, h)) << r << "," << h;
 }
 
 // The CUDA backend generates a case's inputs on the device: storage (canaries, padding, poison
@@ -137,7 +139,8 @@ class DamagingKernel : public KernelEntry {
   explicit DamagingKernel(std::function<void(const AttnResArgs&)> damage) : damage_(std::move(damage)) {}
   std::string name() const override { return "damaging"; }
   OperandPlace operands() const override { return OperandPlace::cuda_device; }
-  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&, const DeviceDescription&) const override {
+  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
+                                              const DeviceDescription&) const override {
     return std::nullopt;
   }
   KernelPreconditions preconditions() const override { return portable_preconditions(); }
@@ -165,7 +168,8 @@ void damage(const bf16_bits* address, bf16_bits value) {
 
 // Runs `spec` keeping its artifacts (replayed from host tensors with `replay`) and judges the
 // tensors again with the host loops: the device reductions must report the same, field by field.
-CaseResult expect_device_checks_match_the_hosts(Backend& backend, const CaseSpec& spec, const RunOptions& options, bool replay) {
+CaseResult expect_device_checks_match_the_hosts(Backend& backend, const CaseSpec& spec, const RunOptions& options,
+                                                bool replay) {
   std::optional<CaseArtifacts> artifacts;
   const InputSource source{[&] { return make_case_tensors(spec); }, 0};
   const CaseResult r = run_case(spec, backend, options, replay ? &source : nullptr, &artifacts);
@@ -182,7 +186,8 @@ CaseResult expect_device_checks_match_the_hosts(Backend& backend, const CaseSpec
   EXPECT_EQ(device.max_rel_error, host.max_rel_error);
   EXPECT_EQ(device.worst_token, host.worst_token);
   EXPECT_EQ(device.worst_column, host.worst_column);
-  EXPECT_TRUE(device.worst_value == host.worst_value || (std::isnan(device.worst_value) && std::isnan(host.worst_value)));
+  EXPECT_TRUE(device.worst_value == host.worst_value ||
+              (std::isnan(device.worst_value) && std::isnan(host.worst_value)));
   EXPECT_EQ(device.worst_reference, host.worst_reference);
   const ExactnessReport exactness = check_after_run(artifacts->after, expected_after_run(artifacts->inputs));
   EXPECT_EQ(device.prefix_mismatches, exactness.prefix_mismatches);
@@ -212,16 +217,16 @@ TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
   set_token_major_blocks(spec.strides, spec.shape.max_blocks, 1001);
   spec.strides.output = 1010;
   backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
-    poke(a.prefix + 5 * a.strides.prefix + 1001, 0);                      // prefix padding
-    damage(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                   // prefix not p
-    poke(a.blocks - 3, 0);                                                  // guard before blocks
+    poke(a.prefix + 5 * a.strides.prefix + 1001, 0);                                          // prefix padding
+    damage(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                                     // prefix not p
+    poke(a.blocks - 3, 0);                                                                    // guard before blocks
     damage(a.blocks + 36 * a.strides.blocks_token + 5 * a.strides.blocks_row + 999, 0x4000);  // the written block
     damage(a.blocks + 2 * a.strides.blocks_token + 1 * a.strides.blocks_row + 4, 0x4000);     // a source block
     damage(a.delta + 30 * a.strides.delta + 2, 0x4000);                                       // delta
-    poke(a.qk_weight + 1000, 0);                                                             // guard after qk_weight
-    poke(a.output + 36 * a.strides.output + 999, kPoisonBits);                              // unwritten
-    poke(a.output + 3 * a.strides.output + 7, 0x4400);                                      // out of tolerance
-    poke(a.output + 4 * a.strides.output + 8, 0x7f80);                                      // +Inf
+    poke(a.qk_weight + 1000, 0);                                                              // guard after qk_weight
+    poke(a.output + 36 * a.strides.output + 999, kPoisonBits);                                // unwritten
+    poke(a.output + 3 * a.strides.output + 7, 0x4400);                                        // out of tolerance
+    poke(a.output + 4 * a.strides.output + 8, 0x7f80);                                        // +Inf
   }));
   RunOptions options;
   options.kernel = "damaging";
@@ -276,7 +281,8 @@ TEST_F(Gpu, NativeKernelMatchesTheReferenceOnFreshInputs) {
   {  // Without delta, p is prefix bit for bit, -0.0 included.
     CaseSpec spec = default_case("native-negative-zero", 17, 7168, 4, 3);
     spec.shape.has_delta = false;
-    spec.distributions[int(InputTensor::prefix)] = DistributionSpec{DistributionKind::constant, 0, 0, false, 0, 0, -0.0};
+    spec.distributions[int(InputTensor::prefix)] =
+        DistributionSpec{DistributionKind::constant, 0, 0, false, 0, 0, -0.0};
     const CaseResult r = run(spec, KernelChoice::native);
     expect_passed(r, spec);
     EXPECT_EQ(r.comparison->prefix_mismatches, 0);
@@ -303,7 +309,8 @@ TEST_F(Gpu, HardwareBf16PackMatchesTheSoftwareRounding) {
 TEST_F(Gpu, EveryNativePlanMatchesTheReference) {
   if (!native_here()) GTEST_SKIP() << "no native image loads on this device";
   std::mt19937 random(testing::fresh_seed());
-  for (const native::Plan& plan : native::all_plans(512)) backend_->add_kernel(std::make_unique<PlannedNativeKernel>(plan));
+  for (const native::Plan& plan : native::all_plans(512))
+    backend_->add_kernel(std::make_unique<PlannedNativeKernel>(plan));
   for (const int hidden : {512, 1536, 7168, 7680})
     for (const native::Plan& plan : native::all_plans(hidden)) {
       RunOptions options;
@@ -319,8 +326,8 @@ TEST_F(Gpu, EveryNativePlanMatchesTheReference) {
         const CaseResult r = run_case(spec, *backend_, options);
         EXPECT_EQ(r.disposition, Disposition::passed)
             << options.kernel << " H=" << hidden << " T=" << tokens << " nb=" << nb << " delta=" << spec.shape.has_delta
-            << " norm=" << spec.shape.has_output_norm << " write=" << spec.shape.block_write_idx << " seed " << spec.seed
-            << ": " << r.detail;
+            << " norm=" << spec.shape.has_output_norm << " write=" << spec.shape.block_write_idx << " seed "
+            << spec.seed << ": " << r.detail;
       }
     }
 }
@@ -436,7 +443,8 @@ TEST_F(Gpu, NativeGuardRefusesBeforeLaunching) {
     launch_native(args, NativeLaunchOptions{}, nullptr);
     FAIL() << "no LayoutError";
   } catch (const LayoutError& e) {
-    EXPECT_STREQ(e.what(), "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
+    EXPECT_STREQ(e.what(),
+                 "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
   }
   ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<bf16_bits> back(output.size());
@@ -472,10 +480,10 @@ TEST_F(Gpu, DeviceChecksLocateDamageInViewsAsTheHostDoes) {
   spec.strides.blocks_row = 29 * 1032 + 16;
   for (int i = 0; i < kOperandCount; ++i) spec.strides.storage_offset[i] = 2 * i + 1;
   backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
-    poke(a.prefix - 1, 0);                                                               // before prefix's first element
-    poke(a.blocks + 3 * a.strides.blocks_token + 2 * a.strides.blocks_row + 1027, 0);     // a block row's padding
+    poke(a.prefix - 1, 0);                                                             // before prefix's first element
+    poke(a.blocks + 3 * a.strides.blocks_token + 2 * a.strides.blocks_row + 1027, 0);  // a block row's padding
     damage(a.blocks + 28 * a.strides.blocks_token + 4 * a.strides.blocks_row + 5, 0x4000);  // the written block
-    poke(a.output - 13, 0);                                                               // the output's first storage element
+    poke(a.output - 13, 0);  // the output's first storage element
   }));
   RunOptions options;
   options.kernel = "damaging";
@@ -523,7 +531,8 @@ TEST_F(Gpu, DeviceReferenceAgreesWithTheCpuReference) {
     }
     for (std::int64_t& offset : spec.strides.storage_offset) offset = pick(0, 1) * pick(1, 9);
     SCOPED_TRACE(fmt::format("T={} H={} MAXB={} nb={} write={} strides {}", spec.shape.tokens, hidden, max_blocks,
-                             spec.shape.num_blocks, spec.shape.block_write_idx, describe_strides(spec.shape, spec.strides)));
+                             spec.shape.num_blocks, spec.shape.block_write_idx,
+                             describe_strides(spec.shape, spec.strides)));
     const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
     EXPECT_EQ(workspace->compute_reference().name, "cublas-float64");
     const CaseArtifacts device = workspace->take_artifacts();
@@ -580,8 +589,8 @@ BinaryRun run_binary(std::vector<std::string> args) {
   testing::TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
   if (args.front() != "explore") args.insert(args.end(), {"--json", report});
-  std::string command = "ATTNRES_BRIDGE_DIR=" + shell_quote(ATTNRES_BRIDGE_DIR) + " PYTHONPATH=" +
-                        shell_quote(ATTNRES_PYTHON_TEST_DIR) + " " + shell_quote(ATTNRES_CHECK_BINARY);
+  std::string command = "ATTNRES_BRIDGE_DIR=" + shell_quote(ATTNRES_BRIDGE_DIR) +
+                        " PYTHONPATH=" + shell_quote(ATTNRES_PYTHON_TEST_DIR) + " " + shell_quote(ATTNRES_CHECK_BINARY);
   for (const std::string& a : args) command += " " + shell_quote(a);
   command += " 2>&1";
   BinaryRun run;
@@ -610,17 +619,20 @@ const nlohmann::json& find_case(const nlohmann::json& report, const std::string&
 // message. Declared so (--profile vllm-op), every bundled case is judged on it and met; with no
 // declaration its refusals are failures.
 TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
-  const BinaryRun run = run_binary({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok"), "--profile", "vllm-op"});
+  const BinaryRun run =
+      run_binary({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok"), "--profile", "vllm-op"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.output;
   const nlohmann::json& r = run.report;
-  EXPECT_EQ(r["summary"]["total"], std::int64_t(load_cases({testing::source_path("cases")}).cases.size()));  // none left out
+  EXPECT_EQ(r["summary"]["total"],
+            std::int64_t(load_cases({testing::source_path("cases")}).cases.size()));  // none left out
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 21);
   EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write")["rejection"],
             "Kimi K3 AttnRes requires densely packed rows; got strides 7175, none, 7168 for hidden_size 7168");
   EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write-add")["rejection"],
             "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7175, 7168 for hidden_size 7168");
   for (const auto& c : r["cases"]) EXPECT_EQ(c["kernel"], cuda_plugin("ok")) << c["name"];
-  const BinaryRun undeclared = run_binary({"run", testing::source_path("cases/guard.json"), "--kernel", cuda_plugin("ok")});
+  const BinaryRun undeclared =
+      run_binary({"run", testing::source_path("cases/guard.json"), "--kernel", cuda_plugin("ok")});
   EXPECT_EQ(undeclared.exit_code, kExitUnmet) << undeclared.output;
   EXPECT_EQ(undeclared.report["summary"]["by_disposition"]["unexpected-rejection"], 4);
 }
@@ -629,10 +641,20 @@ TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
 // mutant must be caught by exactly the cases that catch its host twin (the eps, denormal and
 // row-count mutants only by cases/numerics.json).
 TEST_F(Gpu, DeviceMutantsAreCaughtByTheCasesThatCatchTheHostOnes) {
-  const std::vector<std::string> cases{"mutants", testing::source_path("cases/depth.json"),
+  const std::vector<std::string> cases{"mutants",
+                                       testing::source_path("cases/depth.json"),
                                        testing::source_path("cases/portable-padded.json"),
-                                       testing::source_path("cases/numerics.json"), "--filter", "depth-*", "--filter",
-                                       "zero-*", "--filter", "large-logits-*", "--filter", "*-t3-*", "--filter", "numerics-*"};
+                                       testing::source_path("cases/numerics.json"),
+                                       "--filter",
+                                       "depth-*",
+                                       "--filter",
+                                       "zero-*",
+                                       "--filter",
+                                       "large-logits-*",
+                                       "--filter",
+                                       "*-t3-*",
+                                       "--filter",
+                                       "numerics-*"};
   std::vector<std::string> on_gpu = cases, on_cpu = cases;
   on_gpu.insert(on_gpu.end(), {"--backend", "cuda", "--fail-under", "100"});
   on_cpu.insert(on_cpu.end(), {"--backend", "cpu"});
@@ -651,8 +673,8 @@ TEST_F(Gpu, DeviceMutantsAreCaughtByTheCasesThatCatchTheHostOnes) {
 }
 
 TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged) {
-  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
-                                    cuda_plugin("out_of_bounds")});
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                    "--kernel", cuda_plugin("out_of_bounds")});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
   const nlohmann::json& r = run.report;
   ASSERT_GE(r["cases"].size(), 2u) << run.output;
@@ -668,21 +690,27 @@ TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged
 // A kernel whose own non-blocking stream writes the output ~50 ms after the call returned: the
 // tool waits for every stream before it judges, so the +1 it adds is seen as out of tolerance.
 TEST_F(Gpu, LateWritesOnTheKernelsOwnStreamAreJudged) {
-  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
-                                    cuda_plugin("late_writer")});
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                    "--kernel", cuda_plugin("late_writer")});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
   ASSERT_GE(run.report["cases"].size(), 2u) << run.output;
   for (const auto& c : run.report["cases"]) {
     EXPECT_EQ(c["disposition"], "failed") << c["name"] << ": " << c["detail"];
-    EXPECT_GT(c["comparison"]["mismatched"].get<std::int64_t>(), c["comparison"]["total"].get<std::int64_t>() / 2) << c["name"];
+    EXPECT_GT(c["comparison"]["mismatched"].get<std::int64_t>(), c["comparison"]["total"].get<std::int64_t>() / 2)
+        << c["name"];
   }
 }
 
 // --devices: two workers sharing the one device (and "all": one per device there is) report what
 // one process reports, in case order, each case naming the device that ran it.
 TEST_F(Gpu, WorkersPerDeviceReportWhatOneProcessReports) {
-  const std::vector<std::string> base{"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
-                                      "--filter", "public-t3-*", "--filter", "seed*"};
+  const std::vector<std::string> base{"run",
+                                      testing::source_path("cases/public.json"),
+                                      testing::source_path("cases/guard.json"),
+                                      "--filter",
+                                      "public-t3-*",
+                                      "--filter",
+                                      "seed*"};
   const BinaryRun single = run_binary(base);
   ASSERT_EQ(single.exit_code, kExitOk) << single.output;
   for (const char* devices : {"0,0", "all"}) {
@@ -710,8 +738,8 @@ TEST_F(Gpu, WorkersPerDeviceReportWhatOneProcessReports) {
 // that case is an error whose detail `check_detail` judges, the other eight pass, in case order.
 void expect_only_the_three_block_case_lost(const std::string& plugin, const std::vector<std::string>& more_arguments,
                                            const std::function<void(const std::string&)>& check_detail) {
-  std::vector<std::string> arguments = {"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
-                                        "--kernel", cuda_plugin(plugin)};
+  std::vector<std::string> arguments = {
+      "run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel", cuda_plugin(plugin)};
   arguments.insert(arguments.end(), more_arguments.begin(), more_arguments.end());
   const BinaryRun run = run_binary(arguments);
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
@@ -738,8 +766,9 @@ TEST_F(Gpu, AnIllegalAddressCostsOnlyItsCase) {
 // next worker's context runs the remaining cases.
 TEST_F(Gpu, AKernelThatHangsCostsOnlyItsCase) {
   expect_only_the_three_block_case_lost("hangs", {"--timeout", "10"}, [](const std::string& detail) {
-    EXPECT_EQ(detail, "no answer within 10 s (--timeout): the worker process running this case was killed; a new worker "
-                      "runs the remaining cases");
+    EXPECT_EQ(detail,
+              "no answer within 10 s (--timeout): the worker process running this case was killed; a new worker "
+              "runs the remaining cases");
   });
 }
 
@@ -749,8 +778,8 @@ TEST_F(Gpu, AKernelThatHangsCostsOnlyItsCase) {
 TEST_F(Gpu, ExploreShrinksAnIllegalAddressIntoABundle) {
   testing::TempDir dir;
   const std::string bundle = (dir.path() / "found").string();
-  const BinaryRun run = run_binary({"explore", "--kernel", cuda_plugin("faults"), "--profile", "vllm-op", "--budget", "60",
-                                    "--seed", "3", "--max-hidden", "256", "--out", bundle});
+  const BinaryRun run = run_binary({"explore", "--kernel", cuda_plugin("faults"), "--profile", "vllm-op", "--budget",
+                                    "60", "--seed", "3", "--max-hidden", "256", "--out", bundle});
   EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
   const nlohmann::json result = nlohmann::json::parse(read_file(bundle + "/result.json"));
   EXPECT_EQ(result["disposition"], "error") << run.output;
@@ -761,16 +790,17 @@ TEST_F(Gpu, ExploreShrinksAnIllegalAddressIntoABundle) {
 
 TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
   if (!ATTNRES_HAVE_TORCH_BRIDGE) GTEST_SKIP() << "CMake found no Torch: the torch-op bridge is not built";
-  const BinaryRun vllm = run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
-                                     "--kernel", "torch-op:attnres_test::kimi_k3_attn_res", "--torch-library",
-                                     ATTNRES_TORCH_TEST_OPS, "--profile", "vllm-op"});
+  const BinaryRun vllm = run_binary(
+      {"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"), "--kernel",
+       "torch-op:attnres_test::kimi_k3_attn_res", "--torch-library", ATTNRES_TORCH_TEST_OPS, "--profile", "vllm-op"});
   EXPECT_EQ(vllm.exit_code, kExitOk) << vllm.output;
   EXPECT_EQ(vllm.report["summary"]["by_disposition"]["passed"], 6);
   EXPECT_EQ(vllm.report["summary"]["by_disposition"]["rejected-as-expected"], 3);
   EXPECT_EQ(find_case(vllm.report, "seed-repro-prefix-stride-7175")["rejection"],
             "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
-  const BinaryRun full = run_binary({"run", testing::source_path("cases/public.json"), "--kernel",
-                                     "torch-op:attnres_test::attn_res_full", "--torch-library", ATTNRES_TORCH_TEST_OPS});
+  const BinaryRun full =
+      run_binary({"run", testing::source_path("cases/public.json"), "--kernel", "torch-op:attnres_test::attn_res_full",
+                  "--torch-library", ATTNRES_TORCH_TEST_OPS});
   EXPECT_EQ(full.exit_code, kExitOk) << full.output;
   EXPECT_EQ(full.report["summary"]["by_disposition"]["passed"], 36);
   const BinaryRun seed = run_binary({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
@@ -780,10 +810,12 @@ TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
 }
 
 TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
-  if (!ATTNRES_HAVE_PYTHON_BRIDGE) GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
+  if (!ATTNRES_HAVE_PYTHON_BRIDGE)
+    GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
   for (const char* function : {"attn_res_eager", "attn_res_triton"}) {
-    const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
-                                      "--kernel", std::string("python:attnres_python_test:") + function, "--profile", "vllm-op"});
+    const BinaryRun run =
+        run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                    "--kernel", std::string("python:attnres_python_test:") + function, "--profile", "vllm-op"});
     EXPECT_EQ(run.exit_code, kExitOk) << function << run.output;
     EXPECT_EQ(run.report["summary"]["by_disposition"]["passed"], 37) << function;
     EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 3) << function;
@@ -791,10 +823,12 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
   }
   // Kernels that take every stride, gated as vLLM's dispatch and FlashInfer's API: every bundled
   // case computed (or skipped where the signature returns a fresh output).
-  for (const auto& [function, preset] : {std::pair<std::string, std::string>{"attn_res_triton_any_stride", "vllm-dispatch"},
-                                         {"attn_res_eager_any_stride", "vllm-dispatch"},
-                                         {"attn_res_flashinfer", "flashinfer"}}) {
-    std::vector<std::string> args{"run", testing::source_path("cases"), "--kernel", "python:attnres_python_test:" + function,
+  for (const auto& [function, preset] :
+       {std::pair<std::string, std::string>{"attn_res_triton_any_stride", "vllm-dispatch"},
+        {"attn_res_eager_any_stride", "vllm-dispatch"},
+        {"attn_res_flashinfer", "flashinfer"}}) {
+    std::vector<std::string> args{"run",       testing::source_path("cases"),
+                                  "--kernel",  "python:attnres_python_test:" + function,
                                   "--profile", preset};
     if (preset == "flashinfer") args.insert(args.end(), {"--signature", "flashinfer"});
     const BinaryRun run = run_binary(args);
@@ -802,8 +836,9 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
     EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 0) << function;
   }
   // The seed's dispatch without the op-existence check, on a torch without vLLM's op.
-  const BinaryRun missing = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm",
-                                        "--kernel", "python:attnres_python_test:attn_res_without_op_check"});
+  const BinaryRun missing =
+      run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",
+                  "python:attnres_python_test:attn_res_without_op_check"});
   EXPECT_EQ(missing.report["cases"][0]["disposition"], "error") << missing.output;
   EXPECT_NE(missing.report["cases"][0]["detail"].get<std::string>().find("AttributeError"), std::string::npos)
       << missing.report["cases"][0]["detail"];

@@ -2,8 +2,8 @@
 // outside the tool's own files is deleted or overwritten, no input blows the stack, memory or
 // time up, and nothing of someone else's reaches a terminal, a spreadsheet or REPORT.md as
 // anything but text.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "app/casefile/case_spec.h"
-#include "app/report/error_map_image.h"
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
 #include "app/casefile/safetensors.h"
+#include "app/report/error_map_image.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -49,7 +49,8 @@ TEST(HostileOutputs, ForceNeverEmptiesADirectoryThatIsNotABundle) {
   TempDir dir;
   const std::string case_path = dir.file("mine/case.json", small_case("one").dump());
   dir.file("mine/.git/HEAD", "ref: refs/heads/main\n");
-  const std::string error = usage_error({"repro", case_path, "--out", (dir.path() / "mine").string(), "--force", "--backend", "cpu"});
+  const std::string error =
+      usage_error({"repro", case_path, "--out", (dir.path() / "mine").string(), "--force", "--backend", "cpu"});
   EXPECT_NE(error.find("not a bundle directory of this tool's"), std::string::npos) << error;
   EXPECT_TRUE(fs::exists(case_path));
   EXPECT_TRUE(fs::exists(dir.path() / "mine/.git/HEAD"));
@@ -156,7 +157,8 @@ TEST(HostileOutputs, AReportNamingAnInputOrAnotherReportIsRefusedBeforeAnyCaseRu
   EXPECT_NE(error.find("--junit " + case_path + " is the case file " + case_path), std::string::npos) << error;
   EXPECT_EQ(read_file(case_path), case_text);
   // The same file by another name, and a case file found in a directory given.
-  error = usage_error({"run", dir.path().string(), "--backend", "cpu", "--csv", (dir.path() / "." / "case.json").string()});
+  error =
+      usage_error({"run", dir.path().string(), "--backend", "cpu", "--csv", (dir.path() / "." / "case.json").string()});
   EXPECT_NE(error.find("is the case file"), std::string::npos) << error;
   const std::string report = (dir.path() / "r.json").string();
   error = usage_error({"run", case_path, "--backend", "cpu", "--json", report, "--html", report});
@@ -191,8 +193,10 @@ TEST(HostileInputs, DeepNestingIsAnErrorNamingWhereNotACrash) {
   const std::string path = dir.file("deep.json", text);
   const LoadedCases loaded = load_cases({path});
   ASSERT_EQ(loaded.errors.size(), 1u);
-  EXPECT_EQ(loaded.errors[0].pointer.rfind("/tensors/blocks/dist/block_scales/0/0/0", 0), 0u) << loaded.errors[0].pointer;
-  EXPECT_NE(loaded.errors[0].message.find("nested deeper than 32 levels"), std::string::npos) << loaded.errors[0].message;
+  EXPECT_EQ(loaded.errors[0].pointer.rfind("/tensors/blocks/dist/block_scales/0/0/0", 0), 0u)
+      << loaded.errors[0].pointer;
+  EXPECT_NE(loaded.errors[0].message.find("nested deeper than 32 levels"), std::string::npos)
+      << loaded.errors[0].message;
   // Every command that reads it says so (exit 2), and the other files' cases still load.
   const std::string other = dir.file("other.json", small_case("fine").dump());
   const CommandOutput out = run_cli({"run", "--list", path, other, "--backend", "cpu"});
@@ -260,7 +264,8 @@ TEST(HostileInputs, DuplicateNamesAmongManyCasesAreFoundWithTheFirstLocation) {
   const std::string second = dir.file("b.json", json::array({many[9999]}).dump());
   const LoadedCases loaded = load_cases({first, second});
   ASSERT_EQ(loaded.errors.size(), 1u);
-  EXPECT_EQ(loaded.errors[0].to_string(), second + ": /0/name: duplicate case name \"case-17\" (also at " + first + "#/17)");
+  EXPECT_EQ(loaded.errors[0].to_string(),
+            second + ": /0/name: duplicate case name \"case-17\" (also at " + first + "#/17)");
   EXPECT_EQ(loaded.cases.size(), 10000u);
 }
 
@@ -321,7 +326,8 @@ std::string read_until(int fd, const std::string& text) {
 
 // Case "first" passes; "hangs" never returns (the plugin spins on 3 blocks); "last" never starts.
 std::string cases_with_a_hang(const TempDir& dir) {
-  return dir.file("cases.json", json::array({small_case("first", 1), small_case("hangs", 3), small_case("last", 2)}).dump());
+  return dir.file("cases.json",
+                  json::array({small_case("first", 1), small_case("hangs", 3), small_case("last", 2)}).dump());
 }
 
 TEST(Signals, TheFirstSignalAbandonsTheCaseInFlightAndWritesTheReports) {
@@ -329,7 +335,8 @@ TEST(Signals, TheFirstSignalAbandonsTheCaseInFlightAndWritesTheReports) {
     TempDir dir;
     const std::string report = (dir.path() / "report.json").string();
     dir.file("report.json", "the previous run's report");
-    Child tool = start_tool({"run", cases_with_a_hang(dir), "--backend", "cpu", "--kernel", plugin("hangs"), "--json", report});
+    Child tool =
+        start_tool({"run", cases_with_a_hang(dir), "--backend", "cpu", "--kernel", plugin("hangs"), "--json", report});
     ASSERT_GT(tool.pid, 0);
     const std::string table = read_until(tool.out, "first");
     ASSERT_NE(table.find("first"), std::string::npos) << table;
@@ -357,7 +364,8 @@ TEST(Signals, TheFirstSignalAbandonsTheCaseInFlightAndWritesTheReports) {
 TEST(Signals, ASecondSignalEndsTheProcessAtOnce) {
   TempDir dir;
   // In this process the hanging call cannot be abandoned: only a second signal ends it.
-  Child tool = start_tool({"run", cases_with_a_hang(dir), "--backend", "cpu", "--kernel", plugin("hangs"), "--in-process"});
+  Child tool =
+      start_tool({"run", cases_with_a_hang(dir), "--backend", "cpu", "--kernel", plugin("hangs"), "--in-process"});
   ASSERT_GT(tool.pid, 0);
   ASSERT_NE(read_until(tool.out, "first").find("first"), std::string::npos);
   ::usleep(1000 * 1000);  // the next case (2 tokens) is hanging long before this
@@ -376,11 +384,14 @@ TEST(Signals, ASecondSignalEndsTheProcessAtOnce) {
 TEST(HostileText, EscapeSequencesNewlinesAndBidiControlsArePrintedAsText) {
   EXPECT_EQ(printable("a\x1b]0;PWNED\x07\x1b[2Jb"), "a\\u001b]0;PWNED\\u0007\\u001b[2Jb");
   EXPECT_EQ(printable("name\nverdict passed"), "name\\u000averdict passed");
-  EXPECT_EQ(printable("abc\xE2\x80\xAE" "fed"), "abc\\u202efed");  // U+202E right-to-left override
+  EXPECT_EQ(printable("abc\xE2\x80\xAE"
+                      "fed"),
+            "abc\\u202efed");  // U+202E right-to-left override
   EXPECT_EQ(printable("\xE2\x81\xA6x\xE2\x80\x8B"), "\\u2066x\\u200b");
   EXPECT_EQ(printable_lines("line 1\nline 2\x1b[2J"), "line 1\nline 2\\u001b[2J");
   // The tool's own colours pass main's sanitiser; nothing else does.
-  EXPECT_EQ(terminal_text("\033[31mfailed\033[0m \033[8mhidden\033]0;x\a"), "\033[31mfailed\033[0m \\u001b[8mhidden\\u001b]0;x\\u0007");
+  EXPECT_EQ(terminal_text("\033[31mfailed\033[0m \033[8mhidden\033]0;x\a"),
+            "\033[31mfailed\033[0m \\u001b[8mhidden\\u001b]0;x\\u0007");
 
   TempDir dir;
   json c = small_case("one");
@@ -451,12 +462,15 @@ TEST(HostileReports, MergeRefusesNumbersItCannotTakeAsWritten) {
     return std::string("(accepted)");
   };
   for (const json& version : {json(0), json(-5), json(1.9), json(1e300)})
-    EXPECT_NE(merge_error("/schema_version", version).find("/schema_version: schema_version: must be an integer in [1, 1]"),
-              std::string::npos)
+    EXPECT_NE(
+        merge_error("/schema_version", version).find("/schema_version: schema_version: must be an integer in [1, 1]"),
+        std::string::npos)
         << version;
-  EXPECT_NE(merge_error("/schema_version", 2).find("schema_version 2 is newer than this tool's (1)"), std::string::npos);
+  EXPECT_NE(merge_error("/schema_version", 2).find("schema_version 2 is newer than this tool's (1)"),
+            std::string::npos);
   for (const json& seed : {json(-1), json(2.5)})
-    EXPECT_NE(merge_error("/cases/0/seed", seed).find("/cases/0: seed: must be an integer in [0, 2^64)"), std::string::npos)
+    EXPECT_NE(merge_error("/cases/0/seed", seed).find("/cases/0: seed: must be an integer in [0, 2^64)"),
+              std::string::npos)
         << seed;
   EXPECT_NE(merge_error("/cases/0/comparison/total", 1e300).find("comparison/total: must be an integer in [0, 2^63)"),
             std::string::npos);

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "app/casefile/case_layout.h"
-#include "app/engine/checks.h"
 #include "app/casefile/safetensors.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "app/engine/checks.h"
 #include "kernels/builtin/dispatch.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "reference/cpu_reference.h"
 #include "test_util.h"
 
@@ -36,7 +36,9 @@ StridedLayout layout_of(std::int64_t outer, std::int64_t outer_stride, std::int6
 // element, over random legal layouts: token-major, block-major, padded, offset, size-1 dims.
 TEST(StridedLayout, LocateAndStorageRunsAgreeWithTheElementsALayoutDefines) {
   std::mt19937_64 rng(testing::fresh_seed());
-  auto pick = [&](std::int64_t low, std::int64_t high) { return std::uniform_int_distribution<std::int64_t>(low, high)(rng); };
+  auto pick = [&](std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(rng);
+  };
   int checked = 0;
   while (checked < 300) {
     const std::int64_t columns = 8 * pick(1, 3), outer = pick(0, 5), inner = pick(1, 4);
@@ -56,36 +58,39 @@ TEST(StridedLayout, LocateAndStorageRunsAgreeWithTheElementsALayoutDefines) {
     const std::int64_t span = l.span();
     for (const auto& [element, where] : elements) ASSERT_LT(element, span);
     std::int64_t next = 0;
-    for_each_storage_run(l, 0, l.nesting().major, [&](std::int64_t begin, std::int64_t end, std::int64_t row, bool logical) {
-      ASSERT_EQ(begin, next) << "runs tile the storage in order";
-      next = end;
-      for (std::int64_t e = begin; e < end; ++e) {
-        const StridedLayout::Location at = l.locate(e);
-        const auto it = elements.find(e);
-        ASSERT_EQ(at.logical, it != elements.end()) << e;
-        ASSERT_EQ(logical, at.logical) << e;
-        ASSERT_EQ(row, at.row) << e;
-        if (at.logical) ASSERT_EQ(std::make_pair(at.row, at.col), it->second) << e;
-        else if (at.row >= 0) ASSERT_GE(at.col, columns) << "row padding lies past the row's elements";
-      }
-    });
+    for_each_storage_run(l, 0, l.nesting().major,
+                         [&](std::int64_t begin, std::int64_t end, std::int64_t row, bool logical) {
+                           ASSERT_EQ(begin, next) << "runs tile the storage in order";
+                           next = end;
+                           for (std::int64_t e = begin; e < end; ++e) {
+                             const StridedLayout::Location at = l.locate(e);
+                             const auto it = elements.find(e);
+                             ASSERT_EQ(at.logical, it != elements.end()) << e;
+                             ASSERT_EQ(logical, at.logical) << e;
+                             ASSERT_EQ(row, at.row) << e;
+                             if (at.logical)
+                               ASSERT_EQ(std::make_pair(at.row, at.col), it->second) << e;
+                             else if (at.row >= 0)
+                               ASSERT_GE(at.col, columns) << "row padding lies past the row's elements";
+                           }
+                         });
     ASSERT_EQ(next, span);
   }
 }
 
 TEST(StridedLayout, OverlappingStridesAreFound) {
-  EXPECT_FALSE(layout_of(4, 8, 3, 8, 8, 0).overlap_free());    // blocks [4, 3, 8] with both strides 8
-  EXPECT_FALSE(layout_of(4, 16, 3, 8, 8, 0).overlap_free());   // a token holds 3 rows of 8: 24 apart at least
-  EXPECT_TRUE(layout_of(4, 24, 3, 8, 8, 0).overlap_free());    // token-major, dense
-  EXPECT_TRUE(layout_of(4, 8, 3, 32, 8, 0).overlap_free());    // block-major, dense
-  EXPECT_FALSE(layout_of(4, 8, 3, 31, 8, 0).overlap_free());   // block-major one short
-  EXPECT_FALSE(layout_of(2, 7, 1, 0, 8, 0).overlap_free());    // rows closer than H
-  EXPECT_TRUE(layout_of(1, 0, 1, 0, 8, 5).overlap_free());     // T = 1: its stride is never stepped
+  EXPECT_FALSE(layout_of(4, 8, 3, 8, 8, 0).overlap_free());   // blocks [4, 3, 8] with both strides 8
+  EXPECT_FALSE(layout_of(4, 16, 3, 8, 8, 0).overlap_free());  // a token holds 3 rows of 8: 24 apart at least
+  EXPECT_TRUE(layout_of(4, 24, 3, 8, 8, 0).overlap_free());   // token-major, dense
+  EXPECT_TRUE(layout_of(4, 8, 3, 32, 8, 0).overlap_free());   // block-major, dense
+  EXPECT_FALSE(layout_of(4, 8, 3, 31, 8, 0).overlap_free());  // block-major one short
+  EXPECT_FALSE(layout_of(2, 7, 1, 0, 8, 0).overlap_free());   // rows closer than H
+  EXPECT_TRUE(layout_of(1, 0, 1, 0, 8, 5).overlap_free());    // T = 1: its stride is never stepped
 }
 
 json layout_case() {
-  return json{{"schema_version", 1}, {"name", "views"}, {"T", 4}, {"H", 64}, {"max_blocks", 3}, {"num_blocks", 2},
-              {"block_write_idx", 2}};
+  return json{{"schema_version", 1}, {"name", "views"},     {"T", 4}, {"H", 64}, {"max_blocks", 3},
+              {"num_blocks", 2},     {"block_write_idx", 2}};
 }
 
 std::string error_of(const json& value) {
@@ -100,7 +105,7 @@ std::string error_of(const json& value) {
 TEST(CaseSpec, StrideListsAndStorageOffsetsDescribeViews) {
   json c = layout_case();
   c["tensors"] = {{"prefix", {{"stride", {65, 1}}, {"storage_offset", 1}}},  // base[T, 65][:, 1:]
-                  {"blocks", {{"stride", {72, 4 * 72, 1}}}},                // [MAXB, T, 72] storage, transposed
+                  {"blocks", {{"stride", {72, 4 * 72, 1}}}},                 // [MAXB, T, 72] storage, transposed
                   {"norm_weight", {{"storage_offset", 3}}},
                   {"output", {{"stride", {64, 1}}, {"storage_offset", 8}}}};
   const CaseSpec spec = parse_case(c, "v.json", "");
@@ -114,9 +119,10 @@ TEST(CaseSpec, StrideListsAndStorageOffsetsDescribeViews) {
   const CaseSpec again = parse_case(case_to_json(spec), "v.json", "");
   EXPECT_EQ(case_to_json(again), case_to_json(spec));
   EXPECT_EQ(case_to_json(spec)["tensors"]["blocks"]["stride"], json({72, 288, 1}));
-  EXPECT_EQ(describe_strides(spec.shape, spec.strides),
-            "prefix [65, 1], delta [64, 1], output [64, 1], blocks [72, 288, 1]; storage offsets prefix 1, norm_weight 3, "
-            "output 8");
+  EXPECT_EQ(
+      describe_strides(spec.shape, spec.strides),
+      "prefix [65, 1], delta [64, 1], output [64, 1], blocks [72, 288, 1]; storage offsets prefix 1, norm_weight 3, "
+      "output 8");
   // Blocks' storage is [MAXB, T, 72]: 3 * 4 * 72 elements.
   EXPECT_EQ(case_layouts(spec.shape, spec.strides)[int(Operand::blocks)].span(), 3 * 4 * 72);
 }
@@ -130,16 +136,23 @@ TEST(CaseSpec, LayoutsThatAreNotViewsAreErrorsAtTheirField) {
   EXPECT_EQ(error_of(with({{"prefix", {{"stride", {64, 2}}}}})),
             "v.json: /tensors/prefix/stride/1: must be 1, got 2: elements along H are contiguous in every operand this "
             "tool makes (its kernels, references and checks take no other hidden stride)");
-  EXPECT_EQ(error_of(with({{"blocks", {{"stride", {128, 64, 1}}}}})),
-            "v.json: /tensors/blocks/stride: blocks: its strides make logical elements share storage (a dimension of size "
-            "> 1 must step past all that the smaller strides reach, and a row is 64 elements)");
-  EXPECT_EQ(error_of(with({{"prefix", {{"stride", {63, 1}}}}})).find("v.json: /tensors/prefix/stride: prefix: its strides"), 0u);
+  EXPECT_EQ(
+      error_of(with({{"blocks", {{"stride", {128, 64, 1}}}}})),
+      "v.json: /tensors/blocks/stride: blocks: its strides make logical elements share storage (a dimension of size "
+      "> 1 must step past all that the smaller strides reach, and a row is 64 elements)");
+  EXPECT_EQ(
+      error_of(with({{"prefix", {{"stride", {63, 1}}}}})).find("v.json: /tensors/prefix/stride: prefix: its strides"),
+      0u);
   EXPECT_EQ(error_of(with({{"prefix", {{"stride", {64, 1}}, {"row_padding", 1}}}})),
             "v.json: /tensors/prefix/stride: give one of stride, row_stride or row_padding");
-  EXPECT_EQ(error_of(with({{"blocks", {{"stride", {64, 1}}}}})), "v.json: /tensors/blocks/stride: must be a list of 3 integers, got 2 items");
-  EXPECT_EQ(error_of(with({{"prefix", {{"stride", {-64, 1}}}}})), "v.json: /tensors/prefix/stride/0: must be in [0, 2^40], got -64");
-  EXPECT_EQ(error_of(with({{"qk_weight", {{"storage_offset", -1}}}})), "v.json: /tensors/qk_weight/storage_offset: must be in [0, 2^40], got -1");
-  EXPECT_EQ(error_of(with({{"qk_weight", {{"row_stride", 64}}}})), "v.json: /tensors/qk_weight/row_stride: unknown key");
+  EXPECT_EQ(error_of(with({{"blocks", {{"stride", {64, 1}}}}})),
+            "v.json: /tensors/blocks/stride: must be a list of 3 integers, got 2 items");
+  EXPECT_EQ(error_of(with({{"prefix", {{"stride", {-64, 1}}}}})),
+            "v.json: /tensors/prefix/stride/0: must be in [0, 2^40], got -64");
+  EXPECT_EQ(error_of(with({{"qk_weight", {{"storage_offset", -1}}}})),
+            "v.json: /tensors/qk_weight/storage_offset: must be in [0, 2^40], got -1");
+  EXPECT_EQ(error_of(with({{"qk_weight", {{"row_stride", 64}}}})),
+            "v.json: /tensors/qk_weight/row_stride: unknown key");
   // One token: its row stride is never stepped, so any is a view (PyTorch's own contiguity ignores it).
   json one = with({{"prefix", {{"stride", {0, 1}}}}});
   one["T"] = 1;
@@ -160,7 +173,8 @@ TEST(Dispatch, AMisalignedStorageOffsetKeepsTheNativeKernelOut) {
   request.strides.storage_offset[int(Operand::blocks)] = 3;
   const DispatchDecision decision = dispatch(h200, {true, true}, request);
   EXPECT_EQ(decision.path, KernelPath::portable);
-  EXPECT_EQ(decision.reason, "native kernel needs 16-byte aligned operands; blocks starts at storage offset 3 (elements)");
+  EXPECT_EQ(decision.reason,
+            "native kernel needs 16-byte aligned operands; blocks starts at storage offset 3 (elements)");
   // Block-major blocks whose strides are multiples of 8 are the native kernel's.
   request.strides.storage_offset[int(Operand::blocks)] = 0;
   request.strides.blocks_token = 7168;
@@ -218,21 +232,20 @@ TEST(Layouts, DamageOutsideTheRowsOfAViewIsLocated) {
   CaseTensors expected = expected_after_run(tensors);
   cpu_portable_kernel(tensors.args());
   EXPECT_TRUE(check_after_run(tensors, expected).violations.empty());
-  tensors.prefix.base()[0] = 0;                               // before the prefix's storage offset (1)
-  tensors.blocks.row(2 * 4 + 1)[64 + 3] = 0;                  // token 2, block 1: its row's padding
-  tensors.blocks.row(5 * 4 + 3)[10] ^= 1;                     // token 5's written block
-  tensors.output.base()[tensors.output.span() + 4] = 0;       // past the output's storage
+  tensors.prefix.base()[0] = 0;                          // before the prefix's storage offset (1)
+  tensors.blocks.row(2 * 4 + 1)[64 + 3] = 0;             // token 2, block 1: its row's padding
+  tensors.blocks.row(5 * 4 + 3)[10] ^= 1;                // token 5's written block
+  tensors.output.base()[tensors.output.span() + 4] = 0;  // past the output's storage
   const ExactnessReport report = check_after_run(tensors, expected);
   std::vector<std::string> texts;
   for (const Violation& v : report.violations) texts.push_back(v.to_string());
   const TensorLayout& blocks = tensors.blocks;
   const std::int64_t padded_element = blocks.offset + blocks.row_start(2 * 4 + 1) + 64 + 3;
   EXPECT_EQ(blocks.locate(padded_element).row, 9);
-  EXPECT_EQ(texts, (std::vector<std::string>{
-                       "prefix: padding canary overwritten at offset 0 (1 elements)",
-                       "blocks: padding canary overwritten at row 9 col 67 (1 elements)",
-                       "output: guard region after the allocation overwritten at offset " +
-                           std::to_string(tensors.output.span() + 4) + " (1 elements)"}));
+  EXPECT_EQ(texts, (std::vector<std::string>{"prefix: padding canary overwritten at offset 0 (1 elements)",
+                                             "blocks: padding canary overwritten at row 9 col 67 (1 elements)",
+                                             "output: guard region after the allocation overwritten at offset " +
+                                                 std::to_string(tensors.output.span() + 4) + " (1 elements)"}));
   EXPECT_EQ(report.blocks_mismatches, 1);
   EXPECT_EQ(report.first_blocks_mismatch.find("row 5 col 10: got "), 0u) << report.first_blocks_mismatch;
   EXPECT_NE(report.first_blocks_mismatch.find("(block 3)"), std::string::npos) << report.first_blocks_mismatch;
@@ -255,7 +268,8 @@ TEST(Layouts, SafetensorsCarryStridesAndStorageOffsets) {
   replayed.strides.output = 67;
   replayed.strides.storage_offset[int(Operand::output)] = 13;
   const ReplayInputs inputs(file, path, replayed, true);
-  for (int i = 0; i < kOperandCount; ++i) EXPECT_EQ(replayed.strides.storage_offset[i], spec.strides.storage_offset[i]) << i;
+  for (int i = 0; i < kOperandCount; ++i)
+    EXPECT_EQ(replayed.strides.storage_offset[i], spec.strides.storage_offset[i]) << i;
   EXPECT_EQ(replayed.strides.blocks_token, 72);
   EXPECT_EQ(replayed.strides.blocks_row, 437);
   EXPECT_EQ(replayed.strides.prefix, 65);

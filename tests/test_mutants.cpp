@@ -4,9 +4,9 @@
 #include <cmath>
 #include <set>
 
-#include "kernels/mutants/mutant_entries.h"
-#include "app/engine/backend.h"
 #include "app/cli/commands/mutants.h"
+#include "app/engine/backend.h"
+#include "kernels/mutants/mutant_entries.h"
 #include "kernels/mutants/mutant_kernel.h"
 #include "test_util.h"
 
@@ -15,7 +15,7 @@ namespace {
 
 TEST(Mutants, Float16RoundingMatchesIeeeHalf) {
   EXPECT_EQ(round_through_float16(1.0f + 0x1p-10f), 1.0f + 0x1p-10f);  // representable
-  EXPECT_EQ(round_through_float16(1.0f + 0x1p-11f), 1.0f);               // tie: to even
+  EXPECT_EQ(round_through_float16(1.0f + 0x1p-11f), 1.0f);             // tie: to even
   EXPECT_EQ(round_through_float16(1.0f + 3 * 0x1p-12f), 1.0f + 0x1p-10f);
   EXPECT_EQ(round_through_float16(-3.14159f), -3.140625f);
   EXPECT_EQ(round_through_float16(65504.0f), 65504.0f);  // largest finite half
@@ -79,7 +79,8 @@ std::vector<std::string> survivors(const MutationScore& score) {
 }
 
 std::vector<CaseSpec> without(std::vector<CaseSpec> cases, const std::string& name) {
-  cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const CaseSpec& c) { return c.name == name; }), cases.end());
+  cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const CaseSpec& c) { return c.name == name; }),
+              cases.end());
   return cases;
 }
 
@@ -89,7 +90,9 @@ class MutantScore : public ::testing::Test {
     backend_ = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
     for (auto& entry : make_mutant_entries(OperandPlace::host)) backend_->add_kernel(std::move(entry));
   }
-  MutationScore score(const std::vector<CaseSpec>& cases) { return score_mutants(cases, *backend_, RunOptions{}, {}, nullptr); }
+  MutationScore score(const std::vector<CaseSpec>& cases) {
+    return score_mutants(cases, *backend_, RunOptions{}, {}, nullptr);
+  }
   std::unique_ptr<Backend> backend_;
 };
 
@@ -114,7 +117,8 @@ TEST_F(MutantScore, WithoutItsCaseTheMutantSurvives) {
             (std::vector<std::string>{"eps-ignored", "eps-swapped", "p-flushed-to-zero"}));
   EXPECT_EQ(survivors(score(without(aimed_cases(), "distinct-eps"))), std::vector<std::string>{"eps-swapped"});
   EXPECT_EQ(survivors(score(without(aimed_cases(), "denormal"))), std::vector<std::string>{"p-flushed-to-zero"});
-  EXPECT_EQ(survivors(score(without(aimed_cases(), "many-tokens"))), std::vector<std::string>{"tokens-past-65535-skipped"});
+  EXPECT_EQ(survivors(score(without(aimed_cases(), "many-tokens"))),
+            std::vector<std::string>{"tokens-past-65535-skipped"});
   EXPECT_EQ(survivors(score(without(aimed_cases(), "large-logits"))), std::vector<std::string>{"softmax-without-max"});
   EXPECT_EQ(survivors(score(without(aimed_cases(), "padded"))), std::vector<std::string>{"hard-coded-row-stride"});
   const MutationScore s = score(without(aimed_cases(), "padded"));
@@ -138,7 +142,8 @@ TEST(MutantsCommand, FailUnderAndUnknownMutants) {
                           "--json", (dir.path() / "m.json").string()});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
   EXPECT_NE(out.text.find("mutation score: 1 of 1 mutants killed (100%)"), std::string::npos) << out.text;
-  EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir.path() / "m.json"))["mutants"][0]["killed_by"][0]["case"], "weak");
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir.path() / "m.json"))["mutants"][0]["killed_by"][0]["case"],
+            "weak");
   EXPECT_THROW(testing::run_cli({"mutants", file, "--backend", "cpu", "--only", "no-such"}), UsageError);
 }
 

@@ -34,9 +34,12 @@ using testing::usage_error;
 // Every padded and viewed layout the bundled cases hold, and the public cases: what tells a
 // kernel that takes every stride from one that hard-codes it or refuses it.
 std::vector<std::string> layout_cases() {
-  return {testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
-          testing::source_path("cases/layouts.json"), testing::source_path("cases/portable-padded.json"),
-          testing::source_path("cases/flashinfer/row-padded-64.json"), testing::source_path("cases/vllm")};
+  return {testing::source_path("cases/public.json"),
+          testing::source_path("cases/guard.json"),
+          testing::source_path("cases/layouts.json"),
+          testing::source_path("cases/portable-padded.json"),
+          testing::source_path("cases/flashinfer/row-padded-64.json"),
+          testing::source_path("cases/vllm")};
 }
 
 CommandOutput run_on(const std::string& kernel, std::vector<std::string> extra) {
@@ -55,26 +58,33 @@ TEST(Plugins, TheFixedKernelMeetsEveryExpectationItDeclares) {
   const std::string report = (dir.path() / "r.json").string(), junit = (dir.path() / "r.xml").string();
   const CommandOutput out = run_on(plugin("ok"), {"--profile", "vllm-op", "--json", report, "--junit", junit});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
-  EXPECT_NE(out.notes.find("18 cases pinned to a built-in kernel run on --kernel " + plugin("ok")), std::string::npos) << out.notes;
+  EXPECT_NE(out.notes.find("18 cases pinned to a built-in kernel run on --kernel " + plugin("ok")), std::string::npos)
+      << out.notes;
   const json r = json::parse(read_file(report));
   EXPECT_EQ(r["summary"]["total"], std::int64_t(load_cases(layout_cases()).cases.size()));  // none left out
   EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 21);
   for (const json& c : r["cases"]) {
     EXPECT_EQ(c["kernel"], plugin("ok"));
     if (c["disposition"] == "rejected-as-expected")
-      EXPECT_EQ(c["expectation"].get<std::string>().rfind("refuse with \"Kimi K3 AttnRes requires densely packed rows; got", 0), 0u)
+      EXPECT_EQ(c["expectation"].get<std::string>().rfind(
+                    "refuse with \"Kimi K3 AttnRes requires densely packed rows; got", 0),
+                0u)
           << c["expectation"];
     if (c["name"] == "seed-repro-prefix-stride-7175")
-      EXPECT_EQ(c["rejection"], "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
+      EXPECT_EQ(c["rejection"],
+                "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
   }
   EXPECT_NE(read_file(junit).find("<property name=\"kernel\" value=\"" + plugin("ok") + "\"/>"), std::string::npos);
 
   // The same declaration as a user's profile file.
   const std::filesystem::path profile = dir.path() / "profile.json";
   const json declared = {{"schema_version", 1},
-                         {"refuses", {{{"when", "rows_not_dense"}, {"mode", "must"},
-                                       {"message", "Kimi K3 AttnRes requires densely packed rows; got strides {prefix}, {delta}, "
-                                                   "{output} for hidden_size {H}"}}}}};
+                         {"refuses",
+                          {{{"when", "rows_not_dense"},
+                            {"mode", "must"},
+                            {"message",
+                             "Kimi K3 AttnRes requires densely packed rows; got strides {prefix}, {delta}, "
+                             "{output} for hidden_size {H}"}}}}};
   std::ofstream(profile) << declared.dump();
   EXPECT_EQ(run_on(plugin("ok"), {"--profile", profile.string()}).exit_code, kExitOk);
 
@@ -85,10 +95,11 @@ TEST(Plugins, TheFixedKernelMeetsEveryExpectationItDeclares) {
 
   // A declared message one character away from the kernel's is a failure.
   json typo = declared;
-  typo["refuses"][0]["message"] = "Kimi K3 AttnRes requires densely packed rows: got strides {prefix}, {delta}, {output} for hidden_size {H}";
+  typo["refuses"][0]["message"] =
+      "Kimi K3 AttnRes requires densely packed rows: got strides {prefix}, {delta}, {output} for hidden_size {H}";
   std::ofstream(profile) << typo.dump();
-  const CommandOutput other = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend", "cpu",
-                                       "--kernel", plugin("ok"), "--profile", profile.string()});
+  const CommandOutput other = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*",
+                                       "--backend", "cpu", "--kernel", plugin("ok"), "--profile", profile.string()});
   EXPECT_EQ(other.exit_code, kExitUnmet);
   EXPECT_NE(other.text.find("rejected with another message"), std::string::npos) << other.text;
 }
@@ -107,8 +118,8 @@ TEST(Plugins, AKernelThatTakesEveryStridePassesAndTheSeedBugFailsEveryPaddedCase
   for (const CaseSpec& spec : load_cases(layout_cases()).cases) {
     ASSERT_EQ(disposition.count(spec.name), 1u) << spec.name;
     const std::int64_t hidden = spec.shape.hidden;
-    const bool rows_padded =
-        spec.strides.prefix != hidden || (spec.shape.has_delta && spec.strides.delta != hidden) || spec.strides.output != hidden;
+    const bool rows_padded = spec.strides.prefix != hidden || (spec.shape.has_delta && spec.strides.delta != hidden) ||
+                             spec.strides.output != hidden;
     if (rows_padded && spec.shape.tokens > 1) {
       ++padded;
       EXPECT_NE(disposition[spec.name], "passed") << spec.name;
@@ -135,8 +146,8 @@ TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
   // Declared as vLLM's op: it must refuse the padded rows, and runs them.
-  const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend", "cpu",
-                                     "--kernel", plugin("hardcoded"), "--profile", "vllm-op", "--json", report});
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--backend",
+                                     "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op", "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet);
   const json c = json::parse(read_file(report))["cases"][0];
   EXPECT_EQ(c["disposition"], "not-rejected");
@@ -145,8 +156,8 @@ TEST(Plugins, TheHardCodedStrideIsCaughtOnTheSeedRepro) {
   EXPECT_EQ(c["violations"][0]["tensor"], "prefix");
   EXPECT_EQ(c["violations"][0]["kind"], "padding canary overwritten");
   // On dense rows the same kernel is right: the bug is the stride alone.
-  EXPECT_EQ(run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu", "--kernel",
-                     plugin("hardcoded")})
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu",
+                     "--kernel", plugin("hardcoded")})
                 .exit_code,
             kExitOk);
 }
@@ -172,8 +183,8 @@ TEST(Plugins, DamageThenARefusalIsAMemoryViolation) {
   }
   EXPECT_EQ(refused, 4);
   // The fixed kernel's refusals leave everything as it was.
-  EXPECT_EQ(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", plugin("ok"), "--profile",
-                     "vllm-op"})
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", plugin("ok"),
+                     "--profile", "vllm-op"})
                 .exit_code,
             kExitOk);
 }
@@ -183,16 +194,15 @@ TEST(Plugins, DamageThenARefusalIsAMemoryViolation) {
 TEST(Plugins, AKernelThatReadsItsOutputFails) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-*", "--backend",
-                                     "cpu", "--kernel", plugin("reads_output"), "--json", report});
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-*",
+                                     "--backend", "cpu", "--kernel", plugin("reads_output"), "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
   const json written = json::parse(read_file(report));
   ASSERT_FALSE(written["cases"].empty());
   for (const json& c : written["cases"]) {
     EXPECT_EQ(c["disposition"], "failed") << c["name"];
     EXPECT_EQ(c["comparison"]["mismatched"], 0) << c["name"];  // the judged output alone is right
-    EXPECT_NE(c["detail"].get<std::string>().find("its output depends on memory it must not read"),
-              std::string::npos)
+    EXPECT_NE(c["detail"].get<std::string>().find("its output depends on memory it must not read"), std::string::npos)
         << c["detail"];
   }
 }
@@ -202,8 +212,8 @@ TEST(Plugins, AKernelThatReadsItsOutputFails) {
 TEST(Plugins, CopiedOrConstantCanariesAreSeenByTheProbeCall) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput copies = run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend", "cpu",
-                                        "--kernel", plugin("copies_padding"), "--json", report});
+  const CommandOutput copies = run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"),
+                                        "--backend", "cpu", "--kernel", plugin("copies_padding"), "--json", report});
   EXPECT_EQ(copies.exit_code, kExitUnmet) << copies.text;
   const json copied = json::parse(read_file(report));
   ASSERT_EQ(copied["cases"].size(), 1u);
@@ -212,48 +222,53 @@ TEST(Plugins, CopiedOrConstantCanariesAreSeenByTheProbeCall) {
   EXPECT_EQ(c["comparison"]["mismatched"], 0);
   ASSERT_EQ(c["violations"].size(), 1u) << c["violations"];
   EXPECT_EQ(c["violations"][0]["tensor"], "blocks");
-  EXPECT_EQ(c["violations"][0]["kind"], "padding canary overwritten (in the probe call, whose canaries differ per tensor and element)");
+  EXPECT_EQ(c["violations"][0]["kind"],
+            "padding canary overwritten (in the probe call, whose canaries differ per tensor and element)");
   EXPECT_EQ(c["violations"][0]["count"], 17 * 7);  // every token's 7 padding elements, all but by chance
   EXPECT_EQ(c["violations"][0]["row"], 5);         // token 0's written block
   EXPECT_EQ(c["violations"][0]["col"], 7168);
 
-  const CommandOutput constant = run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend",
-                                          "cpu", "--kernel", plugin("writes_canary"), "--json", report});
+  const CommandOutput constant = run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"),
+                                          "--backend", "cpu", "--kernel", plugin("writes_canary"), "--json", report});
   EXPECT_EQ(constant.exit_code, kExitUnmet) << constant.text;
   const json filled = json::parse(read_file(report));
   const json& f = filled["cases"][0];
   EXPECT_EQ(f["disposition"], "memory-violation") << f["detail"];
   std::map<std::string, std::int64_t> count_by_place;
-  for (const json& v : f["violations"]) count_by_place[v["tensor"].get<std::string>() + ": " + v["kind"].get<std::string>()] = v["count"];
+  for (const json& v : f["violations"])
+    count_by_place[v["tensor"].get<std::string>() + ": " + v["kind"].get<std::string>()] = v["count"];
   const std::string probe = " (in the probe call, whose canaries differ per tensor and element)";
-  EXPECT_EQ(count_by_place, (std::map<std::string, std::int64_t>{{"prefix: padding canary overwritten" + probe, 17},
-                                                                 {"output: guard region before the allocation overwritten" + probe, 1}}));
+  EXPECT_EQ(count_by_place, (std::map<std::string, std::int64_t>{
+                                {"prefix: padding canary overwritten" + probe, 17},
+                                {"output: guard region before the allocation overwritten" + probe, 1}}));
 
   // The same case on a kernel that takes every stride and writes nothing else passes.
-  EXPECT_EQ(run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend", "cpu"}).exit_code,
-            kExitOk);
+  EXPECT_EQ(
+      run_cli({"run", testing::source_path("cases/vllm/attn_res-triton-write.json"), "--backend", "cpu"}).exit_code,
+      kExitOk);
 }
 
 // Wrong kernels that the other bundled cases cannot tell from a correct one: cases/numerics.json
 // has eps apart with small-RMS sources, a denormal residual and T = 70000.
 TEST(Plugins, NumericsCasesCatchWhatOtherCasesCannot) {
   const std::string numerics = testing::source_path("cases/numerics.json");
-  for (const auto& [variant, caught_by] : std::vector<std::pair<std::string, std::string>>{
-           {"ignores_eps", "numerics-distinct-eps-small-rms"},
-           {"swaps_eps", "numerics-distinct-eps-small-rms"},
-           {"flushes_p", "numerics-denormal-residual"},
-           {"skips_far_tokens", "numerics-tokens-past-65535"}}) {
+  for (const auto& [variant, caught_by] :
+       std::vector<std::pair<std::string, std::string>>{{"ignores_eps", "numerics-distinct-eps-small-rms"},
+                                                        {"swaps_eps", "numerics-distinct-eps-small-rms"},
+                                                        {"flushes_p", "numerics-denormal-residual"},
+                                                        {"skips_far_tokens", "numerics-tokens-past-65535"}}) {
     TempDir dir;
     const std::string report = (dir.path() / "r.json").string();
-    const CommandOutput out = run_cli({"run", numerics, "--backend", "cpu", "--kernel", plugin(variant), "--json", report});
+    const CommandOutput out =
+        run_cli({"run", numerics, "--backend", "cpu", "--kernel", plugin(variant), "--json", report});
     EXPECT_EQ(out.exit_code, kExitUnmet) << variant << out.text;
     const json written = json::parse(read_file(report));
     bool caught = false;
     for (const json& c : written["cases"]) caught |= c["name"] == caught_by && c["disposition"] != "passed";
     EXPECT_TRUE(caught) << variant << " on " << caught_by << "\n" << out.text;
     // The public cases alone pass it.
-    EXPECT_EQ(run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu", "--kernel",
-                       plugin(variant)})
+    EXPECT_EQ(run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu",
+                       "--kernel", plugin(variant)})
                   .exit_code,
               kExitOk)
         << variant;
@@ -266,8 +281,8 @@ TEST(Plugins, NumericsCasesCatchWhatOtherCasesCannot) {
 TEST(Plugins, ABiasInsideTheToleranceFails) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend",
-                                     "cpu", "--kernel", plugin("biased"), "--json", report});
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                     "--backend", "cpu", "--kernel", plugin("biased"), "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
   const json written = json::parse(read_file(report));
   ASSERT_FALSE(written["cases"].empty());
@@ -297,17 +312,21 @@ TEST(Plugins, BrokenPluginsAreClearErrors) {
   EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("wrong_abi")})
                 .find("built for kernel ABI version 999, this attnres-check speaks version 1"),
             std::string::npos);
-  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("ok") + ":nosuch"}).find("no symbol nosuch_info"),
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("ok") + ":nosuch"})
+                .find("no symbol nosuch_info"),
             std::string::npos);
-  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", "so:/nonexistent/libk.so"}).find("cannot load the library"),
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", "so:/nonexistent/libk.so"})
+                .find("cannot load the library"),
             std::string::npos);
-  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", "mine"}).find("unknown kernel \"mine\""), std::string::npos);
+  EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", "mine"}).find("unknown kernel \"mine\""),
+            std::string::npos);
 }
 
 TEST(Plugins, AFailingPluginCostsOnlyItsCases) {
   TempDir dir;
-  for (const auto& [variant, message] : {std::pair<std::string, std::string>{"throws", "threw an exception: test plugin: thrown on purpose"},
-                                         {"fails", "returned 2: test plugin: failed on purpose"}}) {
+  for (const auto& [variant, message] :
+       {std::pair<std::string, std::string>{"throws", "threw an exception: test plugin: thrown on purpose"},
+        {"fails", "returned 2: test plugin: failed on purpose"}}) {
     const std::string report = (dir.path() / (variant + ".json")).string();
     const CommandOutput out = run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel",
                                        plugin(variant), "--json", report});
@@ -328,13 +347,14 @@ TEST(Plugins, ReplayShQuotesAPluginPathAsOneWord) {
   const std::string library = (odd / "libk.so").string();
   std::filesystem::copy_file(plugin("ok").substr(3), library);
   const auto bundle = dir.path() / "bundle";
-  run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-padded-blocks-ok", "--out", bundle.string(),
-           "--backend", "cpu", "--kernel", "so:" + library});
+  run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "guard-padded-blocks-ok", "--out",
+           bundle.string(), "--backend", "cpu", "--kernel", "so:" + library});
   // replay.sh run by sh with a stand-in binary that prints each argument it gets on a line.
   const auto arguments = dir.path() / "arguments.sh";
   std::ofstream(arguments) << "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n";
   std::filesystem::permissions(arguments, std::filesystem::perms::owner_all);
-  const std::string command = fmt::format("cd '{}' && ATTNRES_CHECK='{}' sh replay.sh", bundle.string(), arguments.string());
+  const std::string command =
+      fmt::format("cd '{}' && ATTNRES_CHECK='{}' sh replay.sh", bundle.string(), arguments.string());
   std::string printed;
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -348,9 +368,9 @@ TEST(Plugins, ReplayShQuotesAPluginPathAsOneWord) {
 TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   TempDir dir;
   const auto bundle = dir.path() / "bundle";
-  const CommandOutput repro = run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
-                                       "--out", bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded"),
-                                       "--profile", "vllm-op"});
+  const CommandOutput repro =
+      run_cli({"repro", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175", "--out",
+               bundle.string(), "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"});
   EXPECT_EQ(repro.exit_code, kExitUnmet);
   EXPECT_NE(read_file(bundle / "replay.sh").find("--kernel " + plugin("hardcoded") + " "), std::string::npos);
   EXPECT_NE(read_file(bundle / "replay.sh").find(" --profile vllm-op"), std::string::npos);
@@ -358,13 +378,14 @@ TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   EXPECT_NE(read_file(bundle / "REPORT.md").find("- kernel: " + plugin("hardcoded")), std::string::npos);
 
   const std::string small = (dir.path() / "small.json").string();
-  const CommandOutput shrink = run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
-                                        "--out", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"});
+  const CommandOutput shrink =
+      run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175", "--out",
+               small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"});
   EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
   const json c = json::parse(read_file(small));
   EXPECT_LT(c["T"].get<int>(), 320);
-  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op", "--interesting",
-                     "not-rejected"})
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op",
+                     "--interesting", "not-rejected"})
                 .exit_code,
             kExitOk);
   // The shrunk case is a regression test: it still pads rows, writes no expectation of its own (the
@@ -372,20 +393,23 @@ TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   const std::int64_t hidden = c["H"], stride = c["tensors"]["prefix"]["row_stride"];
   EXPECT_GT(stride, hidden);
   EXPECT_FALSE(c.contains("expect"));
-  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("ok"), "--profile", "vllm-op"}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("ok"), "--profile", "vllm-op"}).exit_code,
+            kExitOk);
 
   // Here the kernel's answer is right (one token: the hard-coded stride is never used), so only
   // the missing refusal is the bug: shrinking keeps the padding the guard refuses.
   const std::string no_delta = (dir.path() / "no-delta.json").string();
-  ASSERT_EQ(run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "guard-no-delta-prefix-stride", "--out", no_delta,
-                     "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"})
+  ASSERT_EQ(run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "guard-no-delta-prefix-stride",
+                     "--out", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"})
                 .exit_code,
             kExitOk);
   const json d = json::parse(read_file(no_delta));
   EXPECT_GT(d["tensors"]["prefix"]["row_stride"].get<std::int64_t>(), d["H"].get<std::int64_t>());
-  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("ok"), "--profile", "vllm-op"}).exit_code, kExitOk);
-  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"}).exit_code,
-            kExitUnmet);
+  EXPECT_EQ(run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("ok"), "--profile", "vllm-op"}).exit_code,
+            kExitOk);
+  EXPECT_EQ(
+      run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"}).exit_code,
+      kExitUnmet);
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "app/cli/commands.h"
 #include "app/casefile/json_io.h"
+#include "app/cli/commands.h"
 #include "app/report/report.h"
 #include "test_util.h"
 
@@ -57,20 +57,26 @@ TEST(Reports, TableHasNoColourUnlessAsked) {
   EXPECT_EQ(plain.find('\033'), std::string::npos);
   EXPECT_NE(plain.find("failed"), std::string::npos);
   EXPECT_NE(plain.find("7/100"), std::string::npos);
-  EXPECT_NE(plain.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error: 3 did not meet their expectations"), std::string::npos);
+  EXPECT_NE(plain.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error: 3 did not meet their expectations"),
+            std::string::npos);
   EXPECT_NE(format_table(sample(), {}, kContext, TableStyle{true}).find("\033[31m"), std::string::npos);
 }
 
 TEST(Reports, TheClosingSummaryNamesEveryCaseThatDidNotMeetItsExpectation) {
-  const std::string table = format_table(sample(), {{"cases/c.json", "/T", "must be an integer"}}, kContext, TableStyle{});
+  const std::string table =
+      format_table(sample(), {{"cases/c.json", "/T", "must be an integer"}}, kContext, TableStyle{});
   const std::string summary = table.substr(table.find("not meeting their expectations:\n"));
-  EXPECT_NE(summary.find("  failed                bad<&> (seed 0): max-abs error 6.66 \"quoted\"\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  failed                bad<&> (seed 0): max-abs error 6.66 \"quoted\"\n"), std::string::npos)
+      << summary;
   EXPECT_NE(summary.find("  not-run               gpu-only (seed 0): no CUDA device\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("  error                 crash (seed 0): cudaMalloc failed\n"), std::string::npos) << summary;
-  EXPECT_NE(summary.find("  bad-case              cases/c.json: /T: must be an integer\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("  bad-case              cases/c.json: /T: must be an integer\n"), std::string::npos)
+      << summary;
   EXPECT_EQ(summary.find("ok"), std::string::npos);
-  EXPECT_NE(table.find("4 cases, 1 passed, 1 failed, 1 not-run, 1 error, 1 bad case-file entry: 4 did not meet their expectations"),
-            std::string::npos);
+  EXPECT_NE(
+      table.find(
+          "4 cases, 1 passed, 1 failed, 1 not-run, 1 error, 1 bad case-file entry: 4 did not meet their expectations"),
+      std::string::npos);
   EXPECT_NE(format_table({sample()[0]}, {}, kContext, TableStyle{}).find("1 case, 1 passed: it met its expectation"),
             std::string::npos);
 }
@@ -79,7 +85,8 @@ TEST(Reports, WhyLinesOnlyWhereACaseDidNotMeetItsExpectationUnlessVerbose) {
   const CaseResult passed = sample()[0], failed = sample()[1];
   EXPECT_EQ(table_rows(passed, TableStyle{}).find("why:"), std::string::npos);
   EXPECT_NE(table_rows(failed, TableStyle{}).find("why: sm_90 device"), std::string::npos);
-  EXPECT_NE(table_rows(passed, TableStyle{false, false, Verbosity::verbose}).find("why: sm_90 device"), std::string::npos);
+  EXPECT_NE(table_rows(passed, TableStyle{false, false, Verbosity::verbose}).find("why: sm_90 device"),
+            std::string::npos);
   EXPECT_EQ(table_rows(passed, TableStyle{false, false, Verbosity::quiet}), "");
   EXPECT_NE(table_rows(failed, TableStyle{false, false, Verbosity::quiet}).find("bad<&>"), std::string::npos);
 }
@@ -124,8 +131,15 @@ TEST(Reports, JsonIsVersionedAndComplete) {
 }
 
 TEST(Reports, AReportReadsBackAsWritten) {
-  RunContext context{"cpu", "modelled sm_90 (sm_90)", {"sm_90a"}, "run cases --shard 2/3", "auto", {"cases"},
-                     "2026-12-03T10:00:00Z", "ci-7", "2/3"};
+  RunContext context{"cpu",
+                     "modelled sm_90 (sm_90)",
+                     {"sm_90a"},
+                     "run cases --shard 2/3",
+                     "auto",
+                     {"cases"},
+                     "2026-12-03T10:00:00Z",
+                     "ci-7",
+                     "2/3"};
   const std::vector<CaseLoadError> errors = {{"cases/c.json", "/T", "must be an integer"}};
   const LoadedReport back = report_from_json(report_json(sample(), errors, context));
   EXPECT_EQ(report_json(back.results, back.load_errors, back.context), report_json(sample(), errors, context));
@@ -175,8 +189,9 @@ TEST(Merge, ShardReportsJoinIntoTheUnshardedRunInCaseOrder) {
   for (int k = 1; k <= 4; ++k)
     testing::run_cli({"run", cases, guard, "--backend", "cpu", "--shard", fmt::format("{}/4", k), "--json",
                       report(fmt::format("s{}.json", k))});
-  const CommandOutput merged = testing::run_cli({"merge", report("s3.json"), report("s1.json"), report("s4.json"),
-                                                 report("s2.json"), "--json", report("m.json"), "--junit", report("m.xml")});
+  const CommandOutput merged =
+      testing::run_cli({"merge", report("s3.json"), report("s1.json"), report("s4.json"), report("s2.json"), "--json",
+                        report("m.json"), "--junit", report("m.xml")});
   EXPECT_EQ(merged.exit_code, whole.exit_code);
   const nlohmann::json a = nlohmann::json::parse(testing::read_file(report("all.json")));
   const nlohmann::json m = nlohmann::json::parse(testing::read_file(report("m.json")));
@@ -209,10 +224,12 @@ TEST(Merge, ShardReportsJoinIntoTheUnshardedRunInCaseOrder) {
   const std::string junk = dir.file("junk.json", R"({"schema": "attnres-check/report", "schema_version": 1})");
   EXPECT_EQ(merge_error({junk}).rfind(junk + ": /backend: ", 0), 0u) << merge_error({junk});
   // A job's JUnit file given by mistake is named as such, not as a JSON syntax error.
-  EXPECT_EQ(merge_error({report("m.xml")}), report("m.xml") + ": an XML file (JUnit?); merge reads the JSON reports of run --json "
-                                                              "and writes JUnit itself with --junit");
+  EXPECT_EQ(merge_error({report("m.xml")}), report("m.xml") +
+                                                ": an XML file (JUnit?); merge reads the JSON reports of run --json "
+                                                "and writes JUnit itself with --junit");
   // Unsharded reports are joined in the order given.
-  const CommandOutput twice = testing::run_cli({"merge", report("all.json"), report("all.json"), "--json", report("t.json")});
+  const CommandOutput twice =
+      testing::run_cli({"merge", report("all.json"), report("all.json"), "--json", report("t.json")});
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(report("t.json")))["cases"].size(), 2 * a["cases"].size());
 }
 
@@ -244,11 +261,13 @@ TEST(Merge, ImplausibleReportsAreRefusedQuickly) {
 }
 
 TEST(Reports, JunitGroupsByFileAndEscapes) {
-  const std::string xml = junit_xml(sample(), {{"cases/c.json", "", "not valid JSON"}}, RunContext{"cpu", "none", {}, "", "so:libk.so"});
+  const std::string xml =
+      junit_xml(sample(), {{"cases/c.json", "", "not valid JSON"}}, RunContext{"cpu", "none", {}, "", "so:libk.so"});
   EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
   EXPECT_NE(xml.find("<testsuites name=\"attnres-check\" tests=\"5\" failures=\"1\" errors=\"2\" skipped=\"1\""),
             std::string::npos);
-  EXPECT_NE(xml.find("<testsuite name=\"cases/a.json\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\""), std::string::npos);
+  EXPECT_NE(xml.find("<testsuite name=\"cases/a.json\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\""),
+            std::string::npos);
   EXPECT_NE(xml.find("name=\"bad&lt;&amp;&gt;\""), std::string::npos);
   EXPECT_NE(xml.find("<failure type=\"failed\" message=\"max-abs error 6.66 &quot;quoted&quot;\">"), std::string::npos);
   EXPECT_NE(xml.find("<skipped message=\"no CUDA device\"/>"), std::string::npos);
@@ -266,9 +285,11 @@ TEST(Reports, JunitNamesAreRelativeToTheCaseRootsAndLongMessagesAreCutVisibly) {
   context.timestamp = "2026-12-03T08:00:00Z";
   context.hostname = "gpu-runner-7";
   const std::string xml = junit_xml(results, {}, context);
-  EXPECT_NE(xml.find("<testcase classname=\"attnres-check.sub/a.json\" name=\"bad&lt;&amp;&gt;\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<testcase classname=\"attnres-check.sub/a.json\" name=\"bad&lt;&amp;&gt;\""), std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("timestamp=\"2026-12-03T08:00:00Z\" hostname=\"gpu-runner-7\""), std::string::npos);
-  EXPECT_NE(xml.find("message=\"" + std::string(400, 'x') + " [cut: 512 characters in all, the full text is in system-out]\""),
+  EXPECT_NE(xml.find("message=\"" + std::string(400, 'x') +
+                     " [cut: 512 characters in all, the full text is in system-out]\""),
             std::string::npos);
   EXPECT_NE(xml.find("second line</system-out>"), std::string::npos);
 }

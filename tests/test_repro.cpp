@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/casefile/safetensors.h"
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/report/error_map_image.h"
-#include "app/casefile/safetensors.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -77,7 +77,8 @@ TEST(Safetensors, MalformedFilesAreClearErrors) {
   const std::string tiny = variant("tiny", raw.substr(0, 5));
   EXPECT_EQ(error_of(tiny), tiny + ": truncated: 5 bytes, shorter than the 8-byte header length");
   const std::string cut = variant("cut", raw.substr(0, raw.size() - 3));
-  EXPECT_NE(error_of(cut).find("/a/data_offsets: [0, 8] lies outside the 5-byte data (file truncated?)"), std::string::npos);
+  EXPECT_NE(error_of(cut).find("/a/data_offsets: [0, 8] lies outside the 5-byte data (file truncated?)"),
+            std::string::npos);
   std::string huge = raw;
   huge[7] = char(0x7f);
   EXPECT_NE(error_of(variant("huge", huge)).find("does not fit"), std::string::npos);
@@ -88,17 +89,18 @@ TEST(Safetensors, MalformedFilesAreClearErrors) {
   std::string header = "{\"a\":{\"dtype\":\"BF16\",\"shape\":[5],\"data_offsets\":[0,8]}}";
   std::string wrong_size(8, '\0');
   wrong_size[0] = char(header.size());
-  EXPECT_NE(error_of(variant("size", wrong_size + header + std::string(8, '\0'))).find("/a/data_offsets: 8 bytes for shape [5] of BF16"),
+  EXPECT_NE(error_of(variant("size", wrong_size + header + std::string(8, '\0')))
+                .find("/a/data_offsets: 8 bytes for shape [5] of BF16"),
             std::string::npos);
-  EXPECT_EQ(error_of((dir.path() / "missing").string()), (dir.path() / "missing").string() + ": cannot open: No such file or directory");
+  EXPECT_EQ(error_of((dir.path() / "missing").string()),
+            (dir.path() / "missing").string() + ": cannot open: No such file or directory");
 }
 
 TEST(Repro, BundleHoldsEverythingToReplay) {
   TempDir dir;
   const std::string bug = padded_case(dir);
   const fs::path bundle = dir.path() / "bundle";
-  const CommandOutput out =
-      run_cli({"repro", bug, "--out", bundle.string(), "--backend", "cpu", "--no-layout-guard"});
+  const CommandOutput out = run_cli({"repro", bug, "--out", bundle.string(), "--backend", "cpu", "--no-layout-guard"});
   EXPECT_EQ(out.exit_code, kExitUnmet);  // the unguarded kernel ran although a rejection was expected
   EXPECT_NE(out.text.find("bug: not-rejected"), std::string::npos) << out.text;
   for (const char* f : {"REPORT.md", "case.json", "inputs.safetensors", "outputs.safetensors", "environment.json",
@@ -115,8 +117,8 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
       return (std::uint32_t(std::uint8_t(png[at])) << 24) | (std::uint32_t(std::uint8_t(png[at + 1])) << 16) |
              (std::uint32_t(std::uint8_t(png[at + 2])) << 8) | std::uint32_t(std::uint8_t(png[at + 3]));
     };
-    EXPECT_EQ(be32(16), 128u * 8u);     // width: 128 cells of 8 pixels
-    EXPECT_EQ(be32(20), 24u * 21u);     // height: 24 cells (T=24) of 512 / 24 pixels
+    EXPECT_EQ(be32(16), 128u * 8u);  // width: 128 cells of 8 pixels
+    EXPECT_EQ(be32(20), 24u * 21u);  // height: 24 cells (T=24) of 512 / 24 pixels
     EXPECT_NE(report.find("(error-map.png)"), std::string::npos);
   } else {
     EXPECT_NE(out.notes.find("error-map.png not written: this build has no libpng"), std::string::npos) << out.notes;
@@ -124,7 +126,8 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
   EXPECT_NE(report.find("Mismatched elements:"), std::string::npos);
   EXPECT_NE(report.find("NaN in output: 0, Inf in output: 0; no CUDA fault"), std::string::npos);
   EXPECT_NE(report.find("prefix: padding canary overwritten"), std::string::npos);
-  EXPECT_NE(report.find("attnres-check run case.json --backend cpu --device-model sm_90 --no-layout-guard"), std::string::npos);
+  EXPECT_NE(report.find("attnres-check run case.json --backend cpu --device-model sm_90 --no-layout-guard"),
+            std::string::npos);
   const json env = json::parse(read_file(bundle / "environment.json"));
   EXPECT_TRUE(env.contains("git_revision"));
   EXPECT_TRUE(env.contains("cuda_runtime"));
@@ -142,8 +145,8 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
   // The bundle's case regenerates the same inputs; replaying the captured tensors agrees too.
   const std::string json_a = (dir.path() / "a.json").string(), json_b = (dir.path() / "b.json").string();
   run_cli({"run", (bundle / "case.json").string(), "--backend", "cpu", "--no-layout-guard", "--json", json_a});
-  run_cli({"run", (bundle / "case.json").string(), "--inputs", (bundle / "inputs.safetensors").string(), "--backend", "cpu",
-           "--no-layout-guard", "--json", json_b});
+  run_cli({"run", (bundle / "case.json").string(), "--inputs", (bundle / "inputs.safetensors").string(), "--backend",
+           "cpu", "--no-layout-guard", "--json", json_b});
   const json a = json::parse(read_file(json_a)), b = json::parse(read_file(json_b));
   EXPECT_EQ(a["cases"][0]["input_checksums"], b["cases"][0]["input_checksums"]);
   EXPECT_EQ(a["cases"][0]["input_checksums"]["prefix"], inputs.metadata.at("checksum.prefix"));
@@ -161,8 +164,8 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
 TEST(Repro, EmptyBatchBundleReplays) {
   TempDir dir;
   const fs::path bundle = dir.path() / "bundle";
-  const CommandOutput out = run_cli({"repro", testing::source_path("cases/empty.json"), "--case", "empty-batch-b4-write", "--out",
-                                     bundle.string(), "--backend", "cpu"});
+  const CommandOutput out = run_cli({"repro", testing::source_path("cases/empty.json"), "--case",
+                                     "empty-batch-b4-write", "--out", bundle.string(), "--backend", "cpu"});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
   EXPECT_FALSE(fs::exists(bundle / "error-map.png"));
   EXPECT_EQ(read_safetensors((bundle / "inputs.safetensors").string()).metadata.at("prefix.shape"), "[0,7168]");
@@ -175,9 +178,14 @@ TEST(Repro, EmptyBatchBundleReplays) {
 TEST(Repro, ReplayOfDenseTensorsWithoutMetadata) {
   // Tensors saved straight from a model run: dense, no strides in __metadata__.
   TempDir dir;
-  const std::string case_path = dir.file("c.json", json{{"schema_version", 1}, {"name", "replay"}, {"T", 1}, {"H", 8},
-                                                       {"max_blocks", 1}, {"num_blocks", 1}, {"has_output_norm", false}}
-                                                      .dump());
+  const std::string case_path = dir.file("c.json", json{{"schema_version", 1},
+                                                        {"name", "replay"},
+                                                        {"T", 1},
+                                                        {"H", 8},
+                                                        {"max_blocks", 1},
+                                                        {"num_blocks", 1},
+                                                        {"has_output_norm", false}}
+                                                       .dump());
   auto bf16s = [](std::vector<float> values) {
     std::vector<unsigned char> bytes;
     for (float v : values) {
@@ -215,14 +223,14 @@ TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {
   TempDir dir;
   const std::string bug = padded_case(dir);
   const std::string out_path = (dir.path() / "small.json").string();
-  const CommandOutput out =
-      run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
+  const CommandOutput out = run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
   EXPECT_EQ(out.exit_code, kExitOk) << out.text;
   const json small = json::parse(read_file(out_path));
   EXPECT_LT(small["T"].get<int>(), 24);
   EXPECT_LE(small["num_blocks"].get<int>(), 1);
   EXPECT_GT(small["tensors"]["prefix"]["row_stride"].get<int>(), small["H"].get<int>());  // the bug needs the padding
-  const CommandOutput again = run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"});
+  const CommandOutput again =
+      run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"});
   EXPECT_EQ(again.exit_code, kExitOk) << again.text;
   EXPECT_EQ(run_cli({"shrink", bug, "--backend", "cpu", "--verdict", "passed"}).exit_code, kExitUnmet);
 }
@@ -232,19 +240,20 @@ TEST(Shrink, KeepsTheVerdictAndShrinksTheCase) {
 // legal, drops what the bug does not need (offsets, the blocks' layout) and keeps the padding.
 TEST(Shrink, ViewsShrinkToLegalLayoutsThatKeepTheBug) {
   TempDir dir;
-  const std::string bug = dir.file("view-bug.json", json{{"schema_version", 1},
-                                                         {"name", "view-bug"},
-                                                         {"T", 12},
-                                                         {"H", 512},
-                                                         {"max_blocks", 4},
-                                                         {"num_blocks", 3},
-                                                         {"block_write_idx", 3},
-                                                         {"seed", 9},
-                                                         {"tensors",
-                                                          {{"prefix", {{"row_stride", 520}, {"storage_offset", 3}}},
-                                                           {"blocks", {{"stride", {520, 12 * 520 + 8, 1}}, {"storage_offset", 5}}},
-                                                           {"qk_weight", {{"storage_offset", 1}}}}}}
-                                                        .dump());
+  const std::string bug =
+      dir.file("view-bug.json", json{{"schema_version", 1},
+                                     {"name", "view-bug"},
+                                     {"T", 12},
+                                     {"H", 512},
+                                     {"max_blocks", 4},
+                                     {"num_blocks", 3},
+                                     {"block_write_idx", 3},
+                                     {"seed", 9},
+                                     {"tensors",
+                                      {{"prefix", {{"row_stride", 520}, {"storage_offset", 3}}},
+                                       {"blocks", {{"stride", {520, 12 * 520 + 8, 1}}, {"storage_offset", 5}}},
+                                       {"qk_weight", {{"storage_offset", 1}}}}}}
+                                    .dump());
   const std::string out_path = (dir.path() / "small.json").string();
   const CommandOutput out = run_cli({"shrink", bug, "--out", out_path, "--backend", "cpu", "--no-layout-guard"});
   ASSERT_EQ(out.exit_code, kExitOk) << out.text;
@@ -254,7 +263,9 @@ TEST(Shrink, ViewsShrinkToLegalLayoutsThatKeepTheBug) {
   EXPECT_GT(small.strides.prefix, small.shape.hidden) << out.text;
   EXPECT_LT(small.shape.tokens, 12);
   // The native kernel declares it must refuse padded rows: unguarded, it runs them.
-  EXPECT_EQ(run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"}).exit_code, kExitOk);
+  EXPECT_EQ(
+      run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"}).exit_code,
+      kExitOk);
 }
 
 // H = 8 x 219 has no half that is a multiple of 8: halves are rounded down, and H still shrinks to
@@ -277,7 +288,9 @@ TEST(Shrink, AnHiddenSizeOfEightTimesAnOddNumberShrinksToo) {
   EXPECT_EQ(small.shape.hidden, 8) << out.text;
   EXPECT_GT(small.strides.prefix, small.shape.hidden) << out.text;
   // The native kernel declares it must refuse padded rows: unguarded, it runs them.
-  EXPECT_EQ(run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"}).exit_code, kExitOk);
+  EXPECT_EQ(
+      run_cli({"run", out_path, "--backend", "cpu", "--no-layout-guard", "--interesting", "not-rejected"}).exit_code,
+      kExitOk);
 }
 
 TEST(Shrink, TheShrunkCasePassesItsOwnRegressionCheck) {
@@ -285,8 +298,9 @@ TEST(Shrink, TheShrunkCasePassesItsOwnRegressionCheck) {
   // the layout is smaller, and the guarded kernel's refusal names the new strides.
   TempDir dir;
   const std::string out_path = (dir.path() / "s.json").string();
-  const CommandOutput out = run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
-                                     "--no-layout-guard", "--backend", "cpu", "--out", out_path});
+  const CommandOutput out =
+      run_cli({"shrink", testing::source_path("cases/guard.json"), "--case", "seed-repro-prefix-stride-7175",
+               "--no-layout-guard", "--backend", "cpu", "--out", out_path});
   ASSERT_EQ(out.exit_code, kExitOk) << out.text;
   const json small = json::parse(read_file(out_path));
   const std::int64_t hidden = small["H"], stride = small["tensors"]["prefix"]["row_stride"];
@@ -295,8 +309,9 @@ TEST(Shrink, TheShrunkCasePassesItsOwnRegressionCheck) {
   const CommandOutput again = run_cli({"run", out_path, "--backend", "cpu", "-v"});
   EXPECT_EQ(again.exit_code, kExitOk) << again.text;
   EXPECT_NE(again.text.find("rejected-as-expected"), std::string::npos) << again.text;
-  EXPECT_NE(again.text.find(fmt::format("Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}",
-                                        stride, small["has_delta"].get<bool>() ? std::to_string(hidden) : "none", hidden, hidden)),
+  EXPECT_NE(again.text.find(
+                fmt::format("Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}",
+                            stride, small["has_delta"].get<bool>() ? std::to_string(hidden) : "none", hidden, hidden)),
             std::string::npos)
       << again.text;
 }

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "kernels/builtin/builtin_kernels.h"
 #include "app/engine/runner.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/builtin/builtin_kernels.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -50,9 +50,9 @@ CaseSpec small_case(std::string name = "small") {
 }
 
 TEST(Runner, BundledCasesMeetTheirExpectationsOnTheCpuStandIns) {
-  const LoadedCases loaded = load_cases({testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
-                                         testing::source_path("cases/fallback.json"),
-                                         testing::source_path("cases/portable-padded.json")});
+  const LoadedCases loaded =
+      load_cases({testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                  testing::source_path("cases/fallback.json"), testing::source_path("cases/portable-padded.json")});
   ASSERT_TRUE(loaded.errors.empty());
   auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
   int rejected = 0, portable = 0;
@@ -79,8 +79,9 @@ TEST(Runner, EmptyBatchPassesOnEveryKernelAndSaysSo) {
     spec.kernel = choice;
     const CaseResult r = run_case(spec, *backend, RunOptions{});
     ASSERT_EQ(r.disposition, Disposition::passed) << to_string(choice) << ": " << r.detail;
-    EXPECT_EQ(r.detail, "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: guard regions, padding "
-                        "and inputs unchanged");
+    EXPECT_EQ(r.detail,
+              "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: guard regions, padding "
+              "and inputs unchanged");
     ASSERT_TRUE(r.comparison);
     EXPECT_EQ(r.comparison->total, 0);
   }
@@ -91,9 +92,10 @@ TEST(Runner, EmptyBatchKernelThatWritesAnywayIsAMemoryViolation) {
   CaseSpec spec = default_case("empty", 0, 512, 2, 2);
   const CaseResult r = run_case(spec, backend, RunOptions{});
   EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
-  EXPECT_EQ(r.detail, fmt::format("output: guard region before the allocation overwritten at offset -{} (1 elements); no "
-                                  "output elements to compare (T = 0)",
-                                  kMinGuardElements));
+  EXPECT_EQ(r.detail,
+            fmt::format("output: guard region before the allocation overwritten at offset -{} (1 elements); no "
+                        "output elements to compare (T = 0)",
+                        kMinGuardElements));
 }
 
 TEST(Runner, PassedCarriesMetricsAndChecksums) {
@@ -117,7 +119,8 @@ TEST(Runner, UnwrittenOutputIsAMemoryViolation) {
   const CaseResult r = run_case(small_case(), backend, RunOptions{});
   ASSERT_EQ(r.disposition, Disposition::memory_violation);
   ASSERT_EQ(r.violations.size(), 1u);
-  EXPECT_EQ(r.violations[0].to_string(), "output: output element not written (still poison) at row 3 col 100 (1 elements)");
+  EXPECT_EQ(r.violations[0].to_string(),
+            "output: output element not written (still poison) at row 3 col 100 (1 elements)");
   EXPECT_EQ(r.comparison->nan_count, 1);
 }
 
@@ -127,12 +130,12 @@ TEST(Runner, PaddingGuardAndInputDamageAreLocated) {
   spec.strides.output = 520;
   FakeBackend backend([](CaseTensors& t) {
     correct(t);
-    t.output.at(2, 515) = 0;                                  // row padding
-    t.blocks.storage[t.blocks.storage.size() - 1] = 0;        // guard region after blocks
-    t.delta.at(4, 7) ^= 1;                                    // an input that must not change
-    t.blocks.at(0 * 4 + 3, 0) ^= 1;                           // an unused block
-    t.prefix.base()[-192] = 0;                                // 192 elements before prefix
-    t.output.row(5)[3] = 0;                                   // one row past the output's last
+    t.output.at(2, 515) = 0;                            // row padding
+    t.blocks.storage[t.blocks.storage.size() - 1] = 0;  // guard region after blocks
+    t.delta.at(4, 7) ^= 1;                              // an input that must not change
+    t.blocks.at(0 * 4 + 3, 0) ^= 1;                     // an unused block
+    t.prefix.base()[-192] = 0;                          // 192 elements before prefix
+    t.output.row(5)[3] = 0;                             // one row past the output's last
   });
   const CaseResult r = run_case(spec, backend, RunOptions{});
   ASSERT_EQ(r.disposition, Disposition::memory_violation);
@@ -142,10 +145,11 @@ TEST(Runner, PaddingGuardAndInputDamageAreLocated) {
   const std::vector<std::string> expected = {
       "prefix: guard region before the allocation overwritten at offset -192 (1 elements)",
       "delta: input modified at row 4 col 7 (1 elements)",
-      "blocks: guard region after the allocation overwritten at offset " + std::to_string(5 * 4 * 512 + kMinGuardElements - 1) +
-          " (1 elements)",
+      "blocks: guard region after the allocation overwritten at offset " +
+          std::to_string(5 * 4 * 512 + kMinGuardElements - 1) + " (1 elements)",
       "blocks: input modified at row 3 col 0 (1 elements)",
-      "output: guard region after the allocation overwritten at offset " + std::to_string(5 * 520 + 3) + " (1 elements)",
+      "output: guard region after the allocation overwritten at offset " + std::to_string(5 * 520 + 3) +
+          " (1 elements)",
       "output: padding canary overwritten at row 2 col 515 (1 elements)"};
   EXPECT_EQ(texts, expected);
 }
@@ -185,7 +189,8 @@ TEST(Runner, OutOfToleranceAndInexactStateFail) {
   const CaseResult s = run_case(small_case(), stale_block, RunOptions{});
   ASSERT_EQ(s.disposition, Disposition::failed);
   EXPECT_EQ(s.comparison->blocks_mismatches, 1);
-  EXPECT_NE(s.detail.find("written block not bit-exact in 1 elements (first row 2 col 5"), std::string::npos) << s.detail;
+  EXPECT_NE(s.detail.find("written block not bit-exact in 1 elements (first row 2 col 5"), std::string::npos)
+      << s.detail;
 }
 
 TEST(Runner, RejectionExpectations) {
@@ -195,10 +200,11 @@ TEST(Runner, RejectionExpectations) {
   // No expectation in the case: the native kernel's declaration says it must refuse, and with what.
   const CaseResult declared = run_case(padded, backend, RunOptions{});
   EXPECT_EQ(declared.disposition, Disposition::rejected_as_expected);
-  const std::string message = "Kimi K3 AttnRes requires densely packed rows; got strides 513, 512, 512 for hidden_size 512";
+  const std::string message =
+      "Kimi K3 AttnRes requires densely packed rows; got strides 513, 512, 512 for hidden_size 512";
   EXPECT_EQ(declared.rejection.value(), message);
-  EXPECT_EQ(declared.expectation, "refuse with \"" + message +
-                                      "\": the built-in native kernel declares it must refuse where rows_not_dense");
+  EXPECT_EQ(declared.expectation,
+            "refuse with \"" + message + "\": the built-in native kernel declares it must refuse where rows_not_dense");
 
   // The case file's own expectation wins.
   padded.expectation_written = true;

@@ -14,12 +14,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/cli/cli.h"
-#include "app/cli/commands.h"
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
-#include "app/engine/memory_budget.h"
 #include "app/casefile/safetensors.h"
+#include "app/cli/cli.h"
+#include "app/cli/commands.h"
+#include "app/engine/memory_budget.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -93,7 +93,9 @@ TEST(UntrustedSafetensors, StridesThatWrapSizesAreRefused) {
   expect_bad_inputs(replay, file, "prefix: shape [4294967296, 8] needs T in [0, 2^31]");
   file.metadata["prefix.shape"] = "[2, 8]";
   file.metadata["prefix.stride"] = "[9223372036854775807, 1]";
-  expect_bad_inputs(replay, file, "prefix: shape [2, 8] with strides [9223372036854775807, 1] and storage offset 0 reaches past its 16 stored elements");
+  expect_bad_inputs(replay, file,
+                    "prefix: shape [2, 8] with strides [9223372036854775807, 1] and storage offset 0 reaches past its "
+                    "16 stored elements");
   file.metadata["prefix.stride"] = "[4611686018427387904, 1]";  // 2^62: the product overflows, not the stride
   expect_bad_inputs(replay, file, "prefix: shape [2, 8] with strides [4611686018427387904, 1]");
 }
@@ -110,9 +112,12 @@ TEST(UntrustedSafetensors, HugeStorageOffsetIsAnErrorNotAPass) {
   Replay replay;
   SafetensorsFile file = small_inputs();
   file.metadata["prefix.storage_offset"] = "9223372036854775807";
-  expect_bad_inputs(replay, file, "prefix: shape [2, 8] with strides [8, 1] and storage offset 9223372036854775807 reaches past");
+  expect_bad_inputs(replay, file,
+                    "prefix: shape [2, 8] with strides [8, 1] and storage offset 9223372036854775807 reaches past");
   file.metadata["prefix.storage_offset"] = "1";  // one element short at the end
-  expect_bad_inputs(replay, file, "prefix: shape [2, 8] with strides [8, 1] and storage offset 1 reaches past its 16 stored elements");
+  expect_bad_inputs(
+      replay, file,
+      "prefix: shape [2, 8] with strides [8, 1] and storage offset 1 reaches past its 16 stored elements");
 }
 
 TEST(UntrustedSafetensors, StorageOffsetsAreParsedStrictly) {
@@ -120,8 +125,9 @@ TEST(UntrustedSafetensors, StorageOffsetsAreParsedStrictly) {
   for (const char* bad : {"0abc", " 8", "1.9", "-1", "+1", "", "99999999999999999999"}) {
     SafetensorsFile file = small_inputs();
     file.metadata["prefix.storage_offset"] = bad;
-    expect_bad_inputs(replay, file,
-                      fmt::format("/__metadata__/prefix.storage_offset: must be a decimal integer in [0, 2^63), got \"{}\"", bad));
+    expect_bad_inputs(
+        replay, file,
+        fmt::format("/__metadata__/prefix.storage_offset: must be a decimal integer in [0, 2^63), got \"{}\"", bad));
   }
   SafetensorsFile file = small_inputs();
   file.metadata["prefix.shape"] = "[2, 8.5]";
@@ -145,13 +151,15 @@ TEST(UntrustedSafetensors, StoredChecksumsAreVerified) {
   ASSERT_EQ(offsets[0], 0);
   raw[8 + header] = char(raw[8 + header] ^ 0x01);
   std::ofstream(inputs, std::ios::binary) << raw;
-  const CommandOutput flipped = run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--json", replay_report});
+  const CommandOutput flipped =
+      run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--json", replay_report});
   EXPECT_EQ(flipped.exit_code, kExitBadInput);
   EXPECT_NE(flipped.notes.find(inputs + ": /__metadata__/checksum.prefix: the data gives mix64sum:"), std::string::npos)
       << flipped.notes << flipped.text;
   EXPECT_NE(flipped.notes.find("(--no-verify-checksums replays it anyway)"), std::string::npos);
   EXPECT_EQ(json::parse(read_file(replay_report))["summary"]["load_errors"], 1);
-  const CommandOutput anyway = run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--no-verify-checksums"});
+  const CommandOutput anyway =
+      run_cli({"run", case_path, "--inputs", inputs, "--backend", "cpu", "--no-verify-checksums"});
   EXPECT_EQ(anyway.exit_code, kExitOk) << anyway.notes;
 }
 
@@ -179,19 +187,23 @@ TEST(UntrustedSafetensors, EarlierFnvChecksumsAreVerifiedAndUnknownKindsAreError
     replay_with(wrong);
     FAIL() << "a wrong fnv1a64 checksum replayed";
   } catch (const SafetensorsError& e) {
-    EXPECT_NE(std::string(e.what()).find("/__metadata__/checksum.prefix: the data gives " + fnv.text()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/__metadata__/checksum.prefix: the data gives " + fnv.text()),
+              std::string::npos)
+        << e.what();
   }
   try {
     replay_with("crc32:1234");
     FAIL() << "an unknown checksum kind replayed";
   } catch (const SafetensorsError& e) {
-    EXPECT_NE(std::string(e.what()).find("\"crc32:1234\" is not a checksum this tool knows"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"crc32:1234\" is not a checksum this tool knows"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST(UntrustedSafetensors, DuplicateHeaderKeysAreErrors) {
   TempDir dir;
-  const std::string header = R"({"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})";
+  const std::string header =
+      R"({"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},"a":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})";
   std::string length(8, '\0');
   length[0] = char(header.size());
   const std::string path = dir.file("dup.safetensors", length + header + std::string(2, '\0'));
@@ -205,7 +217,9 @@ TEST(UntrustedSafetensors, DuplicateHeaderKeysAreErrors) {
 
 TEST(UntrustedCaseFiles, DuplicateKeysNameTheKeyAndItsPath) {
   TempDir dir;
-  const std::string path = dir.file("dup.json", R"([{"schema_version": 1}, {"name": "x", "tensors": {"prefix": {"row_stride": 8, "row_stride": 9}}}])");
+  const std::string path =
+      dir.file("dup.json",
+               R"([{"schema_version": 1}, {"name": "x", "tensors": {"prefix": {"row_stride": 8, "row_stride": 9}}}])");
   const LoadedCases loaded = load_cases({path});
   ASSERT_EQ(loaded.errors.size(), 1u);
   EXPECT_EQ(loaded.errors[0].to_string(), path + ": /1/tensors/prefix/row_stride: key \"row_stride\" given twice");
@@ -214,7 +228,9 @@ TEST(UntrustedCaseFiles, DuplicateKeysNameTheKeyAndItsPath) {
 TEST(UntrustedCaseFiles, OneBadFileCostsOnlyItself) {
   TempDir dir;
   dir.file("cases/a.json", small_case_json("a").dump());
-  const std::string huge = dir.file("cases/b.json", R"({"schema_version": 1, "name": "b", "T": 2, "H": 8, "max_blocks": 1, "num_blocks": 1, "eps": 1e400})");
+  const std::string huge =
+      dir.file("cases/b.json",
+               R"({"schema_version": 1, "name": "b", "T": 2, "H": 8, "max_blocks": 1, "num_blocks": 1, "eps": 1e400})");
   dir.file("cases/sub/c.json", small_case_json("c").dump());
   fs::create_directory_symlink(".", dir.path() / "cases" / "sub" / "loop");  // a loop back to sub
   fs::create_symlink("self.json", dir.path() / "cases" / "self.json");       // a symlink to itself
@@ -223,9 +239,11 @@ TEST(UntrustedCaseFiles, OneBadFileCostsOnlyItself) {
       run_cli({"run", (dir.path() / "cases").string(), "--backend", "cpu", "--json", report, "--junit", junit});
   EXPECT_EQ(out.exit_code, kExitBadInput);
   EXPECT_NE(out.notes.find(huge + ": not valid JSON: "), std::string::npos) << out.notes;
-  EXPECT_NE(out.notes.find((dir.path() / "cases" / "sub" / "loop").string() + ": symlink loop: leads back to"), std::string::npos)
+  EXPECT_NE(out.notes.find((dir.path() / "cases" / "sub" / "loop").string() + ": symlink loop: leads back to"),
+            std::string::npos)
       << out.notes;
-  EXPECT_NE(out.notes.find((dir.path() / "cases" / "self.json").string() + ": symlink loop: skipped"), std::string::npos);
+  EXPECT_NE(out.notes.find((dir.path() / "cases" / "self.json").string() + ": symlink loop: skipped"),
+            std::string::npos);
   const json r = json::parse(read_file(report));
   EXPECT_EQ(r["summary"]["total"], 2);  // a and c still ran
   EXPECT_EQ(r["summary"]["met_expectation"], 2);
@@ -264,7 +282,8 @@ TEST(UntrustedCaseFiles, UnreadableDirectoryIsReportedAndTheWalkGoesOn) {
   for (const fs::path& p : {dir.path(), dir.path() / "cases", dir.path() / "cases" / "b"})
     fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                            fs::perms::others_exec);
-  fs::permissions(dir.path() / "cases" / "b" / "y.json", fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+  fs::permissions(dir.path() / "cases" / "b" / "y.json",
+                  fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
   fs::permissions(dir.path() / "cases" / "a", fs::perms::none);
   const std::string seen = without_root([&] {
     const LoadedCases loaded = load_cases({(dir.path() / "cases").string()});
@@ -274,7 +293,8 @@ TEST(UntrustedCaseFiles, UnreadableDirectoryIsReportedAndTheWalkGoesOn) {
     return text;
   });
   fs::permissions(dir.path() / "cases" / "a", fs::perms::owner_all);
-  EXPECT_EQ(seen, "error " + (dir.path() / "cases" / "a").string() + ": cannot read directory: Permission denied\ncase y\n");
+  EXPECT_EQ(seen,
+            "error " + (dir.path() / "cases" / "a").string() + ": cannot read directory: Permission denied\ncase y\n");
 }
 
 TEST(UntrustedCaseFiles, NonUtf8PathsGiveValidJsonAndJunit) {
@@ -289,7 +309,8 @@ TEST(UntrustedCaseFiles, NonUtf8PathsGiveValidJsonAndJunit) {
   EXPECT_EQ(valid_utf8(report_text), report_text);
   EXPECT_EQ(valid_utf8(junit_text), junit_text);
   const json r = json::parse(report_text);
-  EXPECT_NE(r["load_errors"][0]["file"].get<std::string>().find("bad\xEF\xBF\xBD\xEF\xBF\xBD-name.json"), std::string::npos);
+  EXPECT_NE(r["load_errors"][0]["file"].get<std::string>().find("bad\xEF\xBF\xBD\xEF\xBF\xBD-name.json"),
+            std::string::npos);
   EXPECT_NE(junit_text.find("bad\xEF\xBF\xBD\xEF\xBF\xBD-name.json"), std::string::npos);
   EXPECT_EQ(r["summary"]["met_expectation"], 1);
 }
@@ -312,19 +333,22 @@ TEST(UntrustedCaseFiles, ControlCharactersAreEscapedAndTheSummaryStillPrints) {
 TEST(Utf8, ControlCharactersArePrintableAndQuoted) {
   EXPECT_EQ(printable_lines("a\x1b[2Jb\n\tc\x7f"), "a\\u001b[2Jb\n\tc\\u007f");
   EXPECT_EQ(printable("a\x1b[2Jb\n\tc\x7f"), "a\\u001b[2Jb\\u000a\\u0009c\\u007f");
-  EXPECT_EQ(printable("\xC2\x9B" "1m \xC2\xA0"), "\\u009b1m \xC2\xA0");  // C1 CSI escaped, no-break space kept
+  EXPECT_EQ(printable("\xC2\x9B"
+                      "1m \xC2\xA0"),
+            "\\u009b1m \xC2\xA0");  // C1 CSI escaped, no-break space kept
   EXPECT_EQ(printable("bad\xff"), "bad\xEF\xBF\xBD");
   EXPECT_EQ(quoted_literal(std::string("x\0y", 3)), "\"x\\u0000y\"");
   EXPECT_EQ(quoted_literal("a\"b\\c\nd\te"), "\"a\\\"b\\\\c\\nd\\te\"");
-  EXPECT_EQ(quoted_literal("Kimi K3 AttnRes requires densely packed rows"), "\"Kimi K3 AttnRes requires densely packed rows\"");
+  EXPECT_EQ(quoted_literal("Kimi K3 AttnRes requires densely packed rows"),
+            "\"Kimi K3 AttnRes requires densely packed rows\"");
 }
 
 TEST(Utf8, InvalidSequencesAreReplaced) {
   EXPECT_EQ(valid_utf8("plain"), "plain");
-  EXPECT_EQ(valid_utf8("\xC3\xA9"), "\xC3\xA9");                  // é stays
-  EXPECT_EQ(valid_utf8("a\xC3"), "a\xEF\xBF\xBD");                // truncated
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a UTF-16 surrogate
+  EXPECT_EQ(valid_utf8("\xC3\xA9"), "\xC3\xA9");                                                  // é stays
+  EXPECT_EQ(valid_utf8("a\xC3"), "a\xEF\xBF\xBD");                                                // truncated
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                                  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");                  // a UTF-16 surrogate
   EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // past U+10FFFF
 }
 
@@ -338,14 +362,14 @@ TEST(MemoryBudget, CasesOverTheBudgetAreNotRunWithTheBytes) {
   tall["T"] = std::int64_t(1) << 28;
   const std::string path = dir.file("big.json", json::array({wide, tall, small_case_json("small")}).dump());
   const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput out =
-      run_cli({"run", path, "--backend", "cpu", "--max-host-memory", "1G", "--json", report});
+  const CommandOutput out = run_cli({"run", path, "--backend", "cpu", "--max-host-memory", "1G", "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet);
   const json r = json::parse(read_file(report));
   ASSERT_EQ(r["cases"].size(), 3u);
   for (int i : {0, 1}) {
     EXPECT_EQ(r["cases"][i]["disposition"], "not-run");
-    EXPECT_NE(r["cases"][i]["detail"].get<std::string>().find("of host memory; the budget is 1073741824 bytes (1.0 GiB) (--max-host-memory)"),
+    EXPECT_NE(r["cases"][i]["detail"].get<std::string>().find(
+                  "of host memory; the budget is 1073741824 bytes (1.0 GiB) (--max-host-memory)"),
               std::string::npos)
         << r["cases"][i]["detail"];
   }
@@ -420,7 +444,8 @@ TEST(Reports, AnUnwritableReportPathIsRefusedBeforeRunning) {
     run_cli({"run", path, "--backend", "cpu", "--junit", (dir.path() / "missing" / "r.xml").string()});
     ADD_FAILURE() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find((dir.path() / "missing" / "r.xml").string() + ": cannot write there"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find((dir.path() / "missing" / "r.xml").string() + ": cannot write there"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -444,7 +469,8 @@ TEST(Repro, ANonEmptyDirectoryIsRefusedUnlessForced) {
   rejected["kernel"] = "native";
   rejected["expect"] = {{"verdict", "reject"}};
   const std::string reject_path = dir.file("reject.json", rejected.dump());
-  EXPECT_EQ(run_cli({"repro", reject_path, "--out", bundle.string(), "--backend", "cpu", "--force"}).exit_code, kExitOk);
+  EXPECT_EQ(run_cli({"repro", reject_path, "--out", bundle.string(), "--backend", "cpu", "--force"}).exit_code,
+            kExitOk);
   EXPECT_FALSE(fs::exists(bundle / "outputs.safetensors"));  // the kernel never ran
   EXPECT_TRUE(fs::exists(bundle / "inputs.safetensors"));
 }

@@ -104,7 +104,8 @@ TEST(ResultJson, AnErrorMapOfAnotherShapeIsRefused) {
     j["error_map"][key] = value;
     return j;
   };
-  EXPECT_THROW(result_from_json(with("rows", std::int64_t(1) << 62)), std::invalid_argument);  // rows * columns overflows
+  EXPECT_THROW(result_from_json(with("rows", std::int64_t(1) << 62)),
+               std::invalid_argument);  // rows * columns overflows
   EXPECT_THROW(result_from_json(with("rows", -1)), std::invalid_argument);
   EXPECT_THROW(result_from_json(with("tokens", -5)), std::invalid_argument);
   EXPECT_THROW(result_from_json(with("hidden", 99999999999)), std::invalid_argument);
@@ -118,8 +119,8 @@ TEST(ResultJson, AnErrorMapOfAnotherShapeIsRefused) {
 TEST(Worker, AKernelThatKillsItsProcessCostsOnlyItsCase) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
-  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend",
-                                     "cpu", "--kernel", plugin("crashes"), "--json", report});
+  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                     "--backend", "cpu", "--kernel", plugin("crashes"), "--json", report});
   EXPECT_EQ(out.exit_code, kExitUnmet);
   const json r = json::parse(read_file(report));
   ASSERT_EQ(r["cases"].size(), 9u);  // every case judged, none lost, in case order
@@ -145,8 +146,9 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
   const auto start = std::chrono::steady_clock::now();
-  const CommandOutput out = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend",
-                                     "cpu", "--kernel", plugin("hangs"), "--timeout", "1.5", "--json", report});
+  const CommandOutput out =
+      run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--backend", "cpu",
+               "--kernel", plugin("hangs"), "--timeout", "1.5", "--json", report});
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
   EXPECT_EQ(out.exit_code, kExitUnmet);
   const json r = json::parse(read_file(report));
@@ -158,8 +160,9 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
       continue;
     }
     EXPECT_EQ(c["disposition"], "error");
-    EXPECT_EQ(c["detail"], "no answer within 1.5 s (--timeout): the worker process running this case was killed; a new "
-                           "worker runs the remaining cases");
+    EXPECT_EQ(c["detail"],
+              "no answer within 1.5 s (--timeout): the worker process running this case was killed; a new "
+              "worker runs the remaining cases");
     EXPECT_GE(c["seconds"].get<double>(), 1.5);
   }
   // A kernel that never gets as far as its first case is the run's error, not a wait per case.
@@ -168,14 +171,17 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
              "--timeout", "1"});
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "the worker process gave no answer within 1 s of starting (--timeout) and was killed");
+    EXPECT_EQ(std::string(e.what()),
+              "the worker process gave no answer within 1 s of starting (--timeout) and was killed");
   }
   EXPECT_THROW(parse({"run", "x", "--timeout", "-1"}), UsageError);
   // -v names each worker's process as it starts: the first, and the one after the hang.
-  const CommandOutput verbose = run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-b[234]*",
-                                         "--backend", "cpu", "--kernel", plugin("hangs"), "--timeout", "0.5", "-v"});
+  const CommandOutput verbose =
+      run_cli({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-b[234]*", "--backend", "cpu",
+               "--kernel", plugin("hangs"), "--timeout", "0.5", "-v"});
   const std::regex started("worker process [0-9]+ on modelled sm_90");
-  EXPECT_EQ(std::distance(std::sregex_iterator(verbose.text.begin(), verbose.text.end(), started), std::sregex_iterator()), 2)
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(verbose.text.begin(), verbose.text.end(), started), std::sregex_iterator()), 2)
       << verbose.text;
   EXPECT_EQ(parse({"run", "x"}).backend.timeout_seconds, 900);
 }
@@ -185,25 +191,27 @@ TEST(Worker, AKernelThatHangsCostsOnlyItsCase) {
 TEST(Worker, ExploreShrinksAKernelCrashIntoABundle) {
   TempDir dir;
   const std::string bundle = (dir.path() / "found").string();
-  const CommandOutput out = run_cli({"explore", "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op",
-                                     "--budget", "60", "--seed", "3", "--max-hidden", "256", "--out", bundle});
+  const CommandOutput out =
+      run_cli({"explore", "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op", "--budget", "60",
+               "--seed", "3", "--max-hidden", "256", "--out", bundle});
   EXPECT_EQ(out.exit_code, kExitUnmet) << out.text;
   EXPECT_NE(out.text.find("went wrong: error"), std::string::npos) << out.text;
   const json result = json::parse(read_file(bundle + "/result.json"));
   EXPECT_EQ(result["disposition"], "error");
-  EXPECT_NE(result["detail"].get<std::string>().find("the worker process running this case"), std::string::npos) << result;
+  EXPECT_NE(result["detail"].get<std::string>().find("the worker process running this case"), std::string::npos)
+      << result;
   const json shrunk = json::parse(read_file(bundle + "/case.json"));
   EXPECT_EQ(shrunk["num_blocks"], 3);  // the plugin crashes on 3 blocks, so shrinking keeps them
   EXPECT_EQ(shrunk["T"], 1);
   EXPECT_TRUE(std::filesystem::exists(bundle + "/inputs.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(bundle + "/outputs.safetensors"));
   // The bundle's own replay line reproduces it.
-  const CommandOutput replay =
-      run_cli({"run", bundle + "/case.json", "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op"});
+  const CommandOutput replay = run_cli(
+      {"run", bundle + "/case.json", "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op"});
   EXPECT_NE(replay.text.find("1 case, 1 error"), std::string::npos) << replay.text;
   // So does its second line, the replay of the stored inputs (in a worker too).
-  const CommandOutput stored = run_cli({"run", bundle + "/case.json", "--inputs", bundle + "/inputs.safetensors", "--backend",
-                                        "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op"});
+  const CommandOutput stored = run_cli({"run", bundle + "/case.json", "--inputs", bundle + "/inputs.safetensors",
+                                        "--backend", "cpu", "--kernel", plugin("crashes"), "--profile", "vllm-op"});
   EXPECT_NE(stored.text.find("1 case, 1 error"), std::string::npos) << stored.text;
   EXPECT_NE(stored.text.find("the worker process running this case"), std::string::npos) << stored.text;
 }
@@ -212,8 +220,8 @@ TEST(Worker, ShrinkAndReproOfAKernelThatHangs) {
   TempDir dir;
   const std::string cases = testing::source_path("cases/public.json");
   const std::string shrunk_path = (dir.path() / "shrunk.json").string();
-  const CommandOutput shrink = run_cli({"shrink", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel",
-                                        plugin("hangs"), "--timeout", "0.5", "--out", shrunk_path});
+  const CommandOutput shrink = run_cli({"shrink", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu",
+                                        "--kernel", plugin("hangs"), "--timeout", "0.5", "--out", shrunk_path});
   EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
   EXPECT_NE(shrink.text.find("keeping disposition error"), std::string::npos) << shrink.text;
   const json shrunk = json::parse(read_file(shrunk_path));
@@ -221,17 +229,19 @@ TEST(Worker, ShrinkAndReproOfAKernelThatHangs) {
   EXPECT_LT(shrunk["T"].get<int>(), 17);
 
   const std::string bundle = (dir.path() / "repro").string();
-  const CommandOutput repro = run_cli({"repro", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel",
-                                       plugin("hangs"), "--timeout", "0.5", "--out", bundle});
+  const CommandOutput repro = run_cli({"repro", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu",
+                                       "--kernel", plugin("hangs"), "--timeout", "0.5", "--out", bundle});
   EXPECT_EQ(repro.exit_code, kExitUnmet) << repro.text;
   const json result = json::parse(read_file(bundle + "/result.json"));
-  EXPECT_EQ(result["detail"], "the worker process running this case gave no answer within 0.5 s (--timeout) and was killed; "
-                              "a new worker runs the next case");
+  EXPECT_EQ(result["detail"],
+            "the worker process running this case gave no answer within 0.5 s (--timeout) and was killed; "
+            "a new worker runs the next case");
   EXPECT_TRUE(std::filesystem::exists(bundle + "/case.json"));
   // The killed worker sent no checksums: the bundle's are those of the inputs it holds, as a run
   // in process computes them.
   const std::string in_process = (dir.path() / "in-process").string();
-  run_cli({"repro", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel", "portable", "--out", in_process});
+  run_cli({"repro", cases, "--case", "public-t17-b3-delta-write1", "--backend", "cpu", "--kernel", "portable", "--out",
+           in_process});
   const json expected = json::parse(read_file(in_process + "/result.json"))["input_checksums"];
   EXPECT_EQ(expected.size(), 5u) << expected.dump();  // no output norm weight in this case
   EXPECT_EQ(result["input_checksums"], expected);
@@ -250,9 +260,21 @@ TEST(Worker, ResultsAreTheSameInAWorkerAndInProcess) {
   json reports[2];
   for (int in_process = 0; in_process < 2; ++in_process) {
     const std::string report = (dir.path() / fmt::format("r{}.json", in_process)).string();
-    std::vector<std::string> args{"run", testing::source_path("cases/guard.json"), testing::source_path("cases/public.json"),
-                                  "--filter", "*t3-*", "--filter", "seed*", "--backend", "cpu", "--kernel", plugin("hardcoded"),
-                                  "--profile", "vllm-op", "--json", report};
+    std::vector<std::string> args{"run",
+                                  testing::source_path("cases/guard.json"),
+                                  testing::source_path("cases/public.json"),
+                                  "--filter",
+                                  "*t3-*",
+                                  "--filter",
+                                  "seed*",
+                                  "--backend",
+                                  "cpu",
+                                  "--kernel",
+                                  plugin("hardcoded"),
+                                  "--profile",
+                                  "vllm-op",
+                                  "--json",
+                                  report};
     if (in_process) args.push_back("--in-process");
     run_cli(args);
     reports[in_process] = json::parse(read_file(report));
@@ -291,7 +313,8 @@ TEST(Worker, SeveralWorkersJudgeEveryCaseInCaseOrder) {
   std::vector<CaseResult> results;
   std::vector<int> handed_out;
   run_in_workers(
-      cases, make, WorkerPlan{{0, 0, 0}, false}, options, [&](int index, int, const std::string&) { handed_out.push_back(index); },
+      cases, make, WorkerPlan{{0, 0, 0}, false}, options,
+      [&](int index, int, const std::string&) { handed_out.push_back(index); },
       [&](const CaseResult& r) { results.push_back(r); });
   ASSERT_EQ(results.size(), cases.size());
   std::sort(handed_out.begin(), handed_out.end());

@@ -14,14 +14,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "app/report/error_map_image.h"
 #include "app/casefile/file_output.h"
-#include "app/report/git_revision.h"
 #include "app/casefile/json_io.h"
+#include "app/casefile/safetensors.h"
+#include "app/engine/runner.h"
+#include "app/report/error_map_image.h"
+#include "app/report/git_revision.h"
 #include "app/report/report.h"
 #include "app/report/result_json.h"
-#include "app/engine/runner.h"
-#include "app/casefile/safetensors.h"
 #include "kernels/external/kernel_spec.h"
 
 namespace attnres {
@@ -30,7 +30,9 @@ using nlohmann::json;
 
 namespace {
 
-void write_text(const std::filesystem::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  write_file_atomically(path.string(), text);
+}
 
 json environment(const Backend& backend, const BackendOptions& options) {
   const std::string& kernel = options.kernel;
@@ -98,15 +100,18 @@ std::string fenced(const std::string& text) {
 std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const json& env, const std::string& run_line,
                             const std::string& replay_line, bool kernel_ran, bool error_map) {
   std::string md = fmt::format("# AttnRes: `{}` is {}\n\n", spec.name, to_string(r.disposition));
-  md += spec.description.empty() ? "(no description in the case)\n\n" : "The case's description:\n\n" + fenced(spec.description) + "\n";
+  md += spec.description.empty() ? "(no description in the case)\n\n"
+                                 : "The case's description:\n\n" + fenced(spec.description) + "\n";
   md += "## What was fed\n\n";
   const AttnResShape& s = spec.shape;
   md += fmt::format("- T={} tokens, H={}, blocks [T, MAXB={}, H] with num_blocks={}, block_write_idx={}\n", s.tokens,
                     s.hidden, s.max_blocks, s.num_blocks, s.block_write_idx);
   md += fmt::format("- delta: {}, output norm: {}, eps={:g}, output_norm_eps={:g}, dtype bf16, seed {}\n",
-                    s.has_delta ? "yes" : "no", s.has_output_norm ? "yes" : "no", spec.eps, spec.output_norm_eps, spec.seed);
+                    s.has_delta ? "yes" : "no", s.has_output_norm ? "yes" : "no", spec.eps, spec.output_norm_eps,
+                    spec.seed);
   md += fmt::format("- strides (elements): {}\n", describe_strides(s, spec.strides));
-  md += fmt::format("- kernel requested: {}, layout guard: {}\n", to_string(spec.kernel), r.layout_guard ? "on" : "off");
+  md +=
+      fmt::format("- kernel requested: {}, layout guard: {}\n", to_string(spec.kernel), r.layout_guard ? "on" : "off");
   md += "- input checksums (logical elements; mix64sum, docs/cases.md):\n";
   for (const auto& [name, sum] : r.input_checksums) md += fmt::format("  - `{}`: `{}`\n", name, sum);
   md += "\n## What came out\n\n";
@@ -116,14 +121,18 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   if (r.rejection) md += "- rejected before launch with this message:\n\n" + fenced(*r.rejection) + "\n";
   if (r.comparison) {
     const Comparison& c = *r.comparison;
-    md += fmt::format("- max-abs error {:.6g} at [{}, {}]: kernel {:.6g}, reference ({}) {:.6g}; tolerance |out-ref| <= {:g} + {:g}*|ref|\n",
-                      c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.reference, c.worst_reference,
-                      c.atol, c.rtol);
+    md += fmt::format(
+        "- max-abs error {:.6g} at [{}, {}]: kernel {:.6g}, reference ({}) {:.6g}; tolerance |out-ref| <= {:g} + "
+        "{:g}*|ref|\n",
+        c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.reference, c.worst_reference, c.atol, c.rtol);
     md += fmt::format("- {}\n", c.mismatch_summary());
     md += fmt::format("- NaN in output: {}, Inf in output: {}; no CUDA fault\n", c.nan_count, c.inf_count);
-    md += fmt::format("- prefix bit-exact: {}; written block bit-exact: {}\n",
-                      c.prefix_mismatches ? fmt::format("no ({} elements; first {})", c.prefix_mismatches, c.first_prefix_mismatch) : "yes",
-                      c.blocks_mismatches ? fmt::format("no ({} elements; first {})", c.blocks_mismatches, c.first_blocks_mismatch) : "yes");
+    md += fmt::format(
+        "- prefix bit-exact: {}; written block bit-exact: {}\n",
+        c.prefix_mismatches ? fmt::format("no ({} elements; first {})", c.prefix_mismatches, c.first_prefix_mismatch)
+                            : "yes",
+        c.blocks_mismatches ? fmt::format("no ({} elements; first {})", c.blocks_mismatches, c.first_blocks_mismatch)
+                            : "yes");
   }
   if (!r.violations.empty()) {
     md += "- memory-safety violations:\n";
@@ -137,15 +146,20 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += fmt::format("```\n{}\n```\n\n", run_line);
   md += "Replaying the captured tensors instead:\n\n";
   md += fmt::format("```\n{}\n```\n\n", replay_line);
-  md += "Without attnres-check (PyTorch float64 reference; also calls vLLM's and FlashInfer's entry points where they "
-        "import, and the kernel this bundle was made with):\n\n";
+  md +=
+      "Without attnres-check (PyTorch float64 reference; also calls vLLM's and FlashInfer's entry points where they "
+      "import, and the kernel this bundle was made with):\n\n";
   md += "```\npython3 repro.py\n```\n\n";
   if (error_map)
-    md += "![|out - ref| over [T, H]](error-map.png)\n\n`error-map.png`: |out - ref| over [T, H] (tokens down, hidden across, "
-          "each cell the largest difference among its elements): dark blue to green within tolerance (log scale), orange "
-          "to dark red where some to all of the cell's elements are out of tolerance, black where a non-finite output is off.\n\n";
-  md += kernel_ran ? "`outputs.safetensors` holds the kernel's output, prefix and blocks after the run, and the reference.\n"
-                   : "The kernel did not run, so there is no `outputs.safetensors`.\n";
+    md +=
+        "![|out - ref| over [T, H]](error-map.png)\n\n`error-map.png`: |out - ref| over [T, H] (tokens down, hidden "
+        "across, "
+        "each cell the largest difference among its elements): dark blue to green within tolerance (log scale), orange "
+        "to dark red where some to all of the cell's elements are out of tolerance, black where a non-finite output is "
+        "off.\n\n";
+  md += kernel_ran
+            ? "`outputs.safetensors` holds the kernel's output, prefix and blocks after the run, and the reference.\n"
+            : "The kernel did not run, so there is no `outputs.safetensors`.\n";
   return md;
 }
 
@@ -158,7 +172,8 @@ SafetensorsFile outputs_file(const CaseArtifacts& a) {
   add_strided(file, a.after.blocks, 3, "blocks_after");
   SafetensorEntry reference{"reference_output", "F64", {s.tokens, s.hidden}, {}};
   reference.bytes.resize(a.reference.size() * sizeof(double));
-  if (!reference.bytes.empty()) std::memcpy(reference.bytes.data(), a.reference.data(), reference.bytes.size());  // none: T = 0
+  if (!reference.bytes.empty())
+    std::memcpy(reference.bytes.data(), a.reference.data(), reference.bytes.size());  // none: T = 0
   file.tensors.push_back(std::move(reference));
   return file;
 }
@@ -218,13 +233,19 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   const std::string run_line = "attnres-check run case.json" + flags;
   const std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
   // $ATTNRES_CHECK names the binary where it is not on PATH; each run's exit code is its verdict.
-  auto with_binary = [](const std::string& line) { return "\"${ATTNRES_CHECK:-attnres-check}\"" + line.substr(line.find(' ')); };
-  write_text(dir / "replay.sh", fmt::format("#!/bin/sh\n# Replays this bundle; run from its directory (ATTNRES_CHECK=path/to/attnres-check if\n"
-                                            "# it is not on PATH). Regenerated inputs first, then the captured tensors.\n{}\n{}\n",
-                                            with_binary(run_line), with_binary(replay_line)));
-  fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  auto with_binary = [](const std::string& line) {
+    return "\"${ATTNRES_CHECK:-attnres-check}\"" + line.substr(line.find(' '));
+  };
+  write_text(
+      dir / "replay.sh",
+      fmt::format("#!/bin/sh\n# Replays this bundle; run from its directory (ATTNRES_CHECK=path/to/attnres-check if\n"
+                  "# it is not on PATH). Regenerated inputs first, then the captured tensors.\n{}\n{}\n",
+                  with_binary(run_line), with_binary(replay_line)));
+  fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::add);
   write_text(dir / "repro.py", repro_script());
-  write_text(dir / "REPORT.md", report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
+  write_text(dir / "REPORT.md",
+             report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
 
   written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py"});
   out.text += fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),

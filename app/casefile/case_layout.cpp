@@ -49,9 +49,10 @@ std::optional<LayoutViolation> layout_violation(const AttnResShape& shape, const
       return LayoutViolation{operand, false, fmt::format("{}: strides and storage offset must be >= 0", l.name)};
     const std::optional<std::int64_t> span = checked_span(l);
     if (!span || *span > max_elements)
-      return LayoutViolation{operand, true,
-                             fmt::format("{}: its storage (storage offset plus its widest dimension) exceeds {} elements",
-                                         l.name, max_elements)};
+      return LayoutViolation{
+          operand, true,
+          fmt::format("{}: its storage (storage offset plus its widest dimension) exceeds {} elements", l.name,
+                      max_elements)};
     if (!l.overlap_free())
       return LayoutViolation{operand, false,
                              fmt::format("{}: its strides make logical elements share storage (a dimension of size > 1 "
@@ -63,12 +64,13 @@ std::optional<LayoutViolation> layout_violation(const AttnResShape& shape, const
 
 std::string describe_strides(const AttnResShape& shape, const AttnResStrides& st) {
   std::string text = fmt::format("prefix [{}, 1], delta {}, output [{}, 1], blocks [{}, {}, 1]", st.prefix,
-                                 shape.has_delta ? fmt::format("[{}, 1]", st.delta) : "none", st.output, st.blocks_token,
-                                 st.blocks_row);
+                                 shape.has_delta ? fmt::format("[{}, 1]", st.delta) : "none", st.output,
+                                 st.blocks_token, st.blocks_row);
   std::string offsets;
   for (int i = 0; i < kOperandCount; ++i)
     if (st.storage_offset[i])
-      offsets += fmt::format("{}{} {}", offsets.empty() ? "; storage offsets " : ", ", to_string(Operand(i)), st.storage_offset[i]);
+      offsets += fmt::format("{}{} {}", offsets.empty() ? "; storage offsets " : ", ", to_string(Operand(i)),
+                             st.storage_offset[i]);
   return text + offsets;
 }
 

@@ -39,7 +39,8 @@ struct TensorLayout : StridedLayout {
 // visit(begin, end, row, logical) for each run of one row's logical elements and of its padding
 // (row >= 0), and of storage outside every row (row -1), as StridedLayout::locate classifies them.
 template <class Visit>
-void for_each_storage_run(const StridedLayout& layout, std::int64_t major_begin, std::int64_t major_end, Visit&& visit) {
+void for_each_storage_run(const StridedLayout& layout, std::int64_t major_begin, std::int64_t major_end,
+                          Visit&& visit) {
   const StridedLayout::Nesting n = layout.nesting();
   const std::int64_t span = layout.span();
   auto row_of = [&](std::int64_t major, std::int64_t minor) {

@@ -60,13 +60,15 @@ DistributionSpec parse_distribution(const json& value, const std::string& pointe
     for (std::size_t b = 0; b < scales->size(); ++b) {
       const json& scale = (*scales)[b];
       if (!scale.is_number() || !(scale.get<double>() >= 0.0) || !std::isfinite(scale.get<double>()))
-        dist.fail("block_scales", fmt::format("entry {} must be a finite number >= 0, got {}", b,
-                                              scale.is_number() ? fmt::format("{}", scale.get<double>()) : json_type_name(scale)));
+        dist.fail("block_scales",
+                  fmt::format("entry {} must be a finite number >= 0, got {}", b,
+                              scale.is_number() ? fmt::format("{}", scale.get<double>()) : json_type_name(scale)));
       spec.block_scales.push_back(scale.get<double>());
     }
   }
   const double largest_scale =
-      spec.block_scales.empty() ? 1.0 : std::max(1.0, *std::max_element(spec.block_scales.begin(), spec.block_scales.end()));
+      spec.block_scales.empty() ? 1.0
+                                : std::max(1.0, *std::max_element(spec.block_scales.begin(), spec.block_scales.end()));
   // Every generated value must be a finite bf16: a distribution that rounds to Inf makes a case
   // whose reference is not finite (the largest finite bf16 is 3.3895e38).
   constexpr double kLargestBf16 = 3.3895313892515355e38;
@@ -79,7 +81,8 @@ DistributionSpec parse_distribution(const json& value, const std::string& pointe
     const double spread = spec.std * 3.4641016151377544;  // the generator's normals are bounded at 2*sqrt(3) std
     require_bf16(spread > std::fabs(spec.mean) ? "std" : "mean", std::fabs(spec.mean) + spread);
   } else if (spec.kind == DistributionKind::uniform) {
-    require_bf16(std::fabs(spec.low) > std::fabs(spec.high) ? "low" : "high", std::max(std::fabs(spec.low), std::fabs(spec.high)));
+    require_bf16(std::fabs(spec.low) > std::fabs(spec.high) ? "low" : "high",
+                 std::max(std::fabs(spec.low), std::fabs(spec.high)));
   } else {
     require_bf16("value", std::fabs(spec.value));
   }
@@ -103,7 +106,8 @@ double magnitude_bound(const DistributionSpec& d, int hidden) {
   double bound = 0;
   switch (d.kind) {
     case DistributionKind::normal:
-      bound = std::fabs(d.mean) + 3.4641016151377544 * (d.divide_by_sqrt_hidden ? d.std / std::sqrt(double(hidden)) : d.std);
+      bound = std::fabs(d.mean) +
+              3.4641016151377544 * (d.divide_by_sqrt_hidden ? d.std / std::sqrt(double(hidden)) : d.std);
       break;
     case DistributionKind::uniform: bound = std::max(std::fabs(d.low), std::fabs(d.high)); break;
     case DistributionKind::constant: bound = std::fabs(d.value); break;
@@ -133,22 +137,26 @@ void require_float32_range(const CaseSpec& spec, const std::string& file, const 
                                        why + "; cases stay inside float32's range (docs/cases.md, Value ranges)"});
   };
   if (double(hidden) * source * source > limit)
-    fail(source_name, fmt::format("values up to {:g} make a sum of squares over H={} beyond float32's range (needs |v| <= {:.3g})",
-                                  source, hidden, std::sqrt(limit / hidden)));
+    fail(source_name,
+         fmt::format("values up to {:g} make a sum of squares over H={} beyond float32's range (needs |v| <= {:.3g})",
+                     source, hidden, std::sqrt(limit / hidden)));
   if (double(hidden) * source * weight > limit)
     fail(weight > 1 ? "qk_weight" : source_name,
-         fmt::format("sources up to {:g} times norm_weight*qk_weight up to {:g} make a dot over H={} beyond float32's range",
-                     source, weight, hidden));
+         fmt::format(
+             "sources up to {:g} times norm_weight*qk_weight up to {:g} make a dot over H={} beyond float32's range",
+             source, weight, hidden));
   if (spec.shape.has_output_norm && bound(InputTensor::output_norm_weight) * std::sqrt(double(hidden)) > kBf16Max)
-    fail("output_norm_weight", fmt::format("values up to {:g} times a normalised output of up to sqrt(H)={:.3g} overflow bf16",
-                                           bound(InputTensor::output_norm_weight), std::sqrt(double(hidden))));
+    fail("output_norm_weight",
+         fmt::format("values up to {:g} times a normalised output of up to sqrt(H)={:.3g} overflow bf16",
+                     bound(InputTensor::output_norm_weight), std::sqrt(double(hidden))));
 }
 
 }  // namespace
 
 // The inputs are the operands before the output, in the same order (case_to_json and the
 // distributions rely on it).
-static_assert(int(InputTensor::output_norm_weight) == int(Operand::output_norm_weight) && kInputTensorCount + 1 == kOperandCount);
+static_assert(int(InputTensor::output_norm_weight) == int(Operand::output_norm_weight) &&
+              kInputTensorCount + 1 == kOperandCount);
 const char* to_string(InputTensor tensor) { return to_string(Operand(int(tensor))); }
 
 ResolvedDistribution resolve(const DistributionSpec& spec, const AttnResShape& shape) {
@@ -231,8 +239,9 @@ void parse_tensor_layout(ObjectReader& tensor, Operand operand, int dims, CaseSp
                      fmt::format("must be 1, got {}: elements along H are contiguous in every operand this tool makes "
                                  "(its kernels, references and checks take no other hidden stride)",
                                  list.back()));
-  if (row_stride) list = operand == Operand::blocks ? std::vector<std::int64_t>{spec.shape.max_blocks * *row_stride, *row_stride, 1}
-                                                    : std::vector<std::int64_t>{*row_stride, 1};
+  if (row_stride)
+    list = operand == Operand::blocks ? std::vector<std::int64_t>{spec.shape.max_blocks * *row_stride, *row_stride, 1}
+                                      : std::vector<std::int64_t>{*row_stride, 1};
   if (!list.empty()) {
     switch (operand) {
       case Operand::prefix: strides.prefix = list[0]; break;
@@ -255,14 +264,18 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
   ObjectReader r(value, pointer);
   const std::int64_t version = r.integer("schema_version");
   if (version != kCaseSchemaVersion)
-    r.fail("schema_version", fmt::format("unsupported schema_version {}, this tool reads {}", version, kCaseSchemaVersion));
+    r.fail("schema_version",
+           fmt::format("unsupported schema_version {}, this tool reads {}", version, kCaseSchemaVersion));
 
   CaseSpec spec;
   spec.file = file;
   spec.pointer = pointer;
   spec.name = r.string("name");
-  if (spec.name.empty() || spec.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
-    r.fail("name", fmt::format("must be non-empty letters, digits, '.', '_' or '-', got {}", quoted_literal(spec.name)));
+  if (spec.name.empty() ||
+      spec.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos)
+    r.fail("name",
+           fmt::format("must be non-empty letters, digits, '.', '_' or '-', got {}", quoted_literal(spec.name)));
   spec.description = r.string("description", "");
 
   const std::int64_t tokens = r.integer("T");
@@ -277,7 +290,8 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
     r.fail("num_blocks", fmt::format("must be in [0, max_blocks ({})], got {}", max_blocks, num_blocks));
   const std::int64_t block_write_idx = r.integer("block_write_idx", -1);
   if (block_write_idx < -1 || block_write_idx >= max_blocks)
-    r.fail("block_write_idx", fmt::format("must be -1 (no write) or in [0, max_blocks ({})), got {}", max_blocks, block_write_idx));
+    r.fail("block_write_idx",
+           fmt::format("must be -1 (no write) or in [0, max_blocks ({})), got {}", max_blocks, block_write_idx));
 
   spec.shape.tokens = tokens;
   spec.shape.hidden = int(hidden);
@@ -287,7 +301,8 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
   spec.shape.has_delta = r.boolean("has_delta", true);
   spec.shape.has_output_norm = r.boolean("has_output_norm", true);
   spec.eps = r.number("eps", 1e-6);
-  if (!(spec.eps >= 0.0) || !std::isfinite(spec.eps)) r.fail("eps", fmt::format("must be finite and >= 0, got {}", spec.eps));
+  if (!(spec.eps >= 0.0) || !std::isfinite(spec.eps))
+    r.fail("eps", fmt::format("must be finite and >= 0, got {}", spec.eps));
   spec.output_norm_eps = r.number("output_norm_eps", 1e-6);
   if (!(spec.output_norm_eps >= 0.0) || !std::isfinite(spec.output_norm_eps))
     r.fail("output_norm_eps", fmt::format("must be finite and >= 0, got {}", spec.output_norm_eps));
@@ -296,7 +311,9 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
   r.choice("dtype", {"bf16"}, "bf16");
   spec.seed = r.unsigned_integer("seed", 0);
   const std::string kernel = r.choice("kernel", {"auto", "native", "portable"}, "auto");
-  spec.kernel = kernel == "native" ? KernelChoice::native : kernel == "portable" ? KernelChoice::portable : KernelChoice::automatic;
+  spec.kernel = kernel == "native"     ? KernelChoice::native
+                : kernel == "portable" ? KernelChoice::portable
+                                       : KernelChoice::automatic;
   spec.layout_guard = r.boolean("layout_guard", true);
 
   spec.strides.prefix = spec.strides.delta = spec.strides.output = hidden;
@@ -330,9 +347,8 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
       parse_tensor_layout(tensor, entry.operand, entry.dims, spec);
       if (entry.input) {
         if (const json* dist = tensor.find("dist"))
-          spec.distributions[int(*entry.input)] =
-              parse_distribution(*dist, tensor.path("dist"), spec.distributions[int(*entry.input)],
-                                 *entry.input == InputTensor::blocks);
+          spec.distributions[int(*entry.input)] = parse_distribution(
+              *dist, tensor.path("dist"), spec.distributions[int(*entry.input)], *entry.input == InputTensor::blocks);
         const std::size_t scales = spec.distributions[int(*entry.input)].block_scales.size();
         if (scales > std::size_t(max_blocks))
           ObjectReader(tensor.find("dist") ? *tensor.find("dist") : *field, tensor.path("dist"))
@@ -360,8 +376,10 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
     ObjectReader tol(*tolerance, r.path("tolerance"));
     spec.atol = tol.number("atol", spec.atol);
     spec.rtol = tol.number("rtol", spec.rtol);
-    if (!(spec.atol >= 0.0) || !std::isfinite(spec.atol)) tol.fail("atol", fmt::format("must be finite and >= 0, got {}", spec.atol));
-    if (!(spec.rtol >= 0.0) || !std::isfinite(spec.rtol)) tol.fail("rtol", fmt::format("must be finite and >= 0, got {}", spec.rtol));
+    if (!(spec.atol >= 0.0) || !std::isfinite(spec.atol))
+      tol.fail("atol", fmt::format("must be finite and >= 0, got {}", spec.atol));
+    if (!(spec.rtol >= 0.0) || !std::isfinite(spec.rtol))
+      tol.fail("rtol", fmt::format("must be finite and >= 0, got {}", spec.rtol));
     tol.reject_unknown_keys();
   }
   if (const json* expect = r.find("expect")) {
@@ -369,8 +387,10 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
     const std::string verdict = e.choice("verdict", {"pass", "reject"}, "pass");
     spec.expect = verdict == "reject" ? Expectation::reject : Expectation::pass;
     spec.expectation_written = true;
-    if (spec.expect == Expectation::reject) spec.expected_message = e.string("message", "");
-    else if (e.has("message")) e.fail("message", "only a \"reject\" expectation has a message");
+    if (spec.expect == Expectation::reject)
+      spec.expected_message = e.string("message", "");
+    else if (e.has("message"))
+      e.fail("message", "only a \"reject\" expectation has a message");
     e.reject_unknown_keys();
   }
   r.reject_unknown_keys();
@@ -411,8 +431,9 @@ void parse_case_text(std::string_view text, const std::string& file, LoadedCases
     parse_one(document, "");
   }
   if (bad > kMaxErrorsPerFile)
-    out.errors.push_back({file, "", fmt::format("{} more bad entries not listed (the first {} are)", bad - kMaxErrorsPerFile,
-                                                kMaxErrorsPerFile)});
+    out.errors.push_back(
+        {file, "",
+         fmt::format("{} more bad entries not listed (the first {} are)", bad - kMaxErrorsPerFile, kMaxErrorsPerFile)});
 }
 
 namespace {
@@ -421,8 +442,10 @@ namespace {
 // costs the others their results.
 void load_file(const std::string& file, LoadedCases& out) {
   const BoundedFile read = read_bounded_file(file, kMaxCaseFileBytes, "case files");
-  if (!read.error.empty()) out.errors.push_back({file, "", read.error});
-  else parse_case_text(read.text, file, out);
+  if (!read.error.empty())
+    out.errors.push_back({file, "", read.error});
+  else
+    parse_case_text(read.text, file, out);
 }
 
 struct DirectoryId {
@@ -473,7 +496,8 @@ void collect_case_files(const std::filesystem::path& dir, CaseFileWalk& walk) {
     struct stat status {};
     if (::stat(entry.c_str(), &status) != 0) {
       const int error = errno;
-      if (error == ELOOP) walk.errors.push_back({entry.string(), "", "symlink loop: skipped"});
+      if (error == ELOOP)
+        walk.errors.push_back({entry.string(), "", "symlink loop: skipped"});
       else if (is_json || error != ENOENT)
         walk.errors.push_back({entry.string(), "", std::string("cannot read: ") + std::strerror(error)});
       continue;
@@ -492,9 +516,10 @@ void collect_case_files(const std::filesystem::path& dir, CaseFileWalk& walk) {
       walk.ancestors.pop_back();
     } else if (S_ISREG(status.st_mode) && is_json) {
       if (walk.files_found++ == kMaxCaseFiles) {
-        walk.errors.push_back({entry.string(), "", fmt::format("more than {} case files below the directories given; the "
-                                                               "rest are not read",
-                                                               kMaxCaseFiles)});
+        walk.errors.push_back({entry.string(), "",
+                               fmt::format("more than {} case files below the directories given; the "
+                                           "rest are not read",
+                                           kMaxCaseFiles)});
         walk.too_many = true;
         return;
       }
@@ -573,37 +598,42 @@ json case_to_json(const CaseSpec& spec) {
   };
   // Rows at least H apart (blocks: token-major) have the shorthand; any other layout its list.
   const std::int64_t hidden = spec.shape.hidden;
-  auto rows = [&](std::int64_t stride) { return stride >= hidden ? json{{"row_stride", stride}} : json{{"stride", {stride, 1}}}; };
+  auto rows = [&](std::int64_t stride) {
+    return stride >= hidden ? json{{"row_stride", stride}} : json{{"stride", {stride, 1}}};
+  };
   add(Operand::prefix, rows(st.prefix));
   if (spec.shape.has_delta) add(Operand::delta, rows(st.delta));
-  const bool token_major = st.blocks_token == std::int64_t(spec.shape.max_blocks) * st.blocks_row && st.blocks_row >= hidden;
-  add(Operand::blocks, token_major ? json{{"row_stride", st.blocks_row}} : json{{"stride", {st.blocks_token, st.blocks_row, 1}}});
+  const bool token_major =
+      st.blocks_token == std::int64_t(spec.shape.max_blocks) * st.blocks_row && st.blocks_row >= hidden;
+  add(Operand::blocks,
+      token_major ? json{{"row_stride", st.blocks_row}} : json{{"stride", {st.blocks_token, st.blocks_row, 1}}});
   add(Operand::output, rows(st.output));
   add(Operand::norm_weight, json::object());
   add(Operand::qk_weight, json::object());
   if (spec.shape.has_output_norm) add(Operand::output_norm_weight, json::object());
   json written = {{"schema_version", kCaseSchemaVersion},
-              {"name", spec.name},
-              {"description", spec.description},
-              {"T", spec.shape.tokens},
-              {"H", spec.shape.hidden},
-              {"max_blocks", spec.shape.max_blocks},
-              {"num_blocks", spec.shape.num_blocks},
-              {"block_write_idx", spec.shape.block_write_idx},
-              {"has_delta", spec.shape.has_delta},
-              {"has_output_norm", spec.shape.has_output_norm},
-              {"eps", spec.eps},
-              {"output_norm_eps", spec.output_norm_eps},
-              {"dtype", "bf16"},
-              {"seed", spec.seed},
-              {"kernel", to_string(spec.kernel)},
-              {"layout_guard", spec.layout_guard},
-              {"tensors", tensors},
-              {"tolerance", {{"atol", spec.atol}, {"rtol", spec.rtol}}}};
+                  {"name", spec.name},
+                  {"description", spec.description},
+                  {"T", spec.shape.tokens},
+                  {"H", spec.shape.hidden},
+                  {"max_blocks", spec.shape.max_blocks},
+                  {"num_blocks", spec.shape.num_blocks},
+                  {"block_write_idx", spec.shape.block_write_idx},
+                  {"has_delta", spec.shape.has_delta},
+                  {"has_output_norm", spec.shape.has_output_norm},
+                  {"eps", spec.eps},
+                  {"output_norm_eps", spec.output_norm_eps},
+                  {"dtype", "bf16"},
+                  {"seed", spec.seed},
+                  {"kernel", to_string(spec.kernel)},
+                  {"layout_guard", spec.layout_guard},
+                  {"tensors", tensors},
+                  {"tolerance", {{"atol", spec.atol}, {"rtol", spec.rtol}}}};
   // Only the case file's own expectation: the rest follows from the kernel that runs it.
   if (spec.expectation_written) {
     written["expect"] = {{"verdict", spec.expect == Expectation::reject ? "reject" : "pass"}};
-    if (spec.expect == Expectation::reject && !spec.expected_message.empty()) written["expect"]["message"] = spec.expected_message;
+    if (spec.expect == Expectation::reject && !spec.expected_message.empty())
+      written["expect"]["message"] = spec.expected_message;
   }
   return written;
 }

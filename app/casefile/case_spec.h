@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/registry/device.h"
 #include "kernels/common/philox.h"
 #include "kernels/common/problem.h"
+#include "kernels/registry/device.h"
 
 namespace attnres {
 
@@ -22,7 +22,7 @@ constexpr int kCaseSchemaVersion = 1;
 constexpr std::uintmax_t kMaxCaseFileBytes = 16u << 20;
 constexpr std::size_t kMaxCasesPerFile = 10000;
 constexpr std::size_t kMaxErrorsPerFile = 100;  // then one line counts the rest
-constexpr std::size_t kMaxCaseFiles = 10000;     // below the directories given
+constexpr std::size_t kMaxCaseFiles = 10000;    // below the directories given
 
 // The generated inputs, in the order their checksums are reported.
 enum class InputTensor { prefix = 0, delta, blocks, norm_weight, qk_weight, output_norm_weight };

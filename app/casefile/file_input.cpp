@@ -86,7 +86,8 @@ std::streamsize RegularFileBuffer::xsgetn(char* data, std::streamsize count) {
   return done;
 }
 
-RegularFileBuffer::pos_type RegularFileBuffer::seekoff(off_type offset, std::ios_base::seekdir from, std::ios_base::openmode) {
+RegularFileBuffer::pos_type RegularFileBuffer::seekoff(off_type offset, std::ios_base::seekdir from,
+                                                       std::ios_base::openmode) {
   // The descriptor is ahead of the reader by what is still buffered.
   if (from == std::ios_base::cur) offset -= off_type(egptr() - gptr());
   const int whence = from == std::ios_base::beg ? SEEK_SET : from == std::ios_base::cur ? SEEK_CUR : SEEK_END;

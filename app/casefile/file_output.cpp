@@ -75,9 +75,11 @@ std::string report_target(const std::string& path) {
   if (!S_ISLNK(link.st_mode)) return path;
   struct stat target {};
   if (::stat(path.c_str(), &target) != 0)
-    throw std::runtime_error(fmt::format("{}: is a symlink to a file that does not exist ({}); refused: give the target's path",
-                                         path, std::strerror(errno)));
-  if (S_ISDIR(target.st_mode)) throw std::runtime_error(fmt::format("{}: is a symlink to a directory, not a file", path));
+    throw std::runtime_error(
+        fmt::format("{}: is a symlink to a file that does not exist ({}); refused: give the target's path", path,
+                    std::strerror(errno)));
+  if (S_ISDIR(target.st_mode))
+    throw std::runtime_error(fmt::format("{}: is a symlink to a directory, not a file", path));
   char resolved[PATH_MAX];
   if (!::realpath(path.c_str(), resolved)) fail(path, "cannot resolve the symlink", errno);
   return resolved;
@@ -93,7 +95,8 @@ struct FileIdentity {
 
 FileIdentity identify(const std::string& path) {
   struct stat status {};
-  const bool exists = is_standard_output(path) ? ::fstat(STDOUT_FILENO, &status) == 0 : ::stat(path.c_str(), &status) == 0;
+  const bool exists =
+      is_standard_output(path) ? ::fstat(STDOUT_FILENO, &status) == 0 : ::stat(path.c_str(), &status) == 0;
   if (exists) return {std::pair{status.st_dev, status.st_ino}, ""};
   std::error_code ec;
   const fs::path absolute = fs::weakly_canonical(fs::absolute(path, ec), ec);
@@ -174,12 +177,13 @@ void require_distinct_files(const std::vector<NamedPath>& outputs, const std::ve
     const FileIdentity identity = identify(output.second);
     for (const auto& [other, other_identity] : seen)
       if (identity == other_identity)
-        throw std::invalid_argument(fmt::format("{} and {} name the same file ({}): each report needs a file of its own",
-                                                other->first, output.first, output.second));
+        throw std::invalid_argument(
+            fmt::format("{} and {} name the same file ({}): each report needs a file of its own", other->first,
+                        output.first, output.second));
     for (const auto& [input, input_identity] : input_identities)
       if (input_identity == identity)
-        throw std::invalid_argument(fmt::format("{} {} is the {} {}: refused, so that the input is not overwritten", output.first,
-                                                output.second, input->first, input->second));
+        throw std::invalid_argument(fmt::format("{} {} is the {} {}: refused, so that the input is not overwritten",
+                                                output.first, output.second, input->first, input->second));
     seen.emplace_back(&output, identity);
   }
 }
@@ -201,9 +205,10 @@ DirectoryLock::~DirectoryLock() {
 }
 
 const std::vector<std::string>& bundle_file_names() {
-  static const std::vector<std::string> names{kBundleMarker,      "REPORT.md",       "case.json",   "original-case.json",
-                                              "inputs.safetensors", "outputs.safetensors", "error-map.png", "environment.json",
-                                              "result.json",        "replay.sh",       "repro.py"};
+  static const std::vector<std::string> names{
+      kBundleMarker,        "REPORT.md",           "case.json",     "original-case.json",
+      "inputs.safetensors", "outputs.safetensors", "error-map.png", "environment.json",
+      "result.json",        "replay.sh",           "repro.py"};
   return names;
 }
 
@@ -223,30 +228,35 @@ DirectoryLock claim_output_directory(const fs::path& dir, bool force) {
   const std::string marker = (dir / kBundleMarker).string();
   if (!entries.empty()) {
     if (!force)
-      throw std::runtime_error(fmt::format("{}: directory is not empty (holds {}); --force empties it first if it holds "
-                                           "a bundle of this tool's",
-                                           dir.string(), entries.front()));
+      throw std::runtime_error(
+          fmt::format("{}: directory is not empty (holds {}); --force empties it first if it holds "
+                      "a bundle of this tool's",
+                      dir.string(), entries.front()));
     if (std::find(entries.begin(), entries.end(), kBundleMarker) == entries.end())
-      throw std::runtime_error(fmt::format("{}: not a bundle directory of this tool's (no {}; it holds {}): --force empties only "
-                                           "those, and nothing was removed",
-                                           dir.string(), kBundleMarker, entries.front()));
+      throw std::runtime_error(
+          fmt::format("{}: not a bundle directory of this tool's (no {}; it holds {}): --force empties only "
+                      "those, and nothing was removed",
+                      dir.string(), kBundleMarker, entries.front()));
     const std::vector<std::string>& known = bundle_file_names();
     for (const std::string& name : entries) {
       struct stat status {};
       const std::string path = (dir / name).string();
       const bool regular = ::lstat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode);
-      const char* what = !regular ? "which is not a regular file"
+      const char* what = !regular                                                     ? "which is not a regular file"
                          : std::find(known.begin(), known.end(), name) == known.end() ? "which no bundle holds"
-                                                                                       : nullptr;
+                                                                                      : nullptr;
       if (what)
-        throw std::runtime_error(fmt::format("{}: holds {}, {}: --force empties only a bundle of this tool's, and nothing "
-                                             "was removed",
-                                             dir.string(), name, what));
+        throw std::runtime_error(
+            fmt::format("{}: holds {}, {}: --force empties only a bundle of this tool's, and nothing "
+                        "was removed",
+                        dir.string(), name, what));
     }
     for (const std::string& name : entries)
-      if (name != kBundleMarker && ::unlink((dir / name).c_str()) != 0) fail((dir / name).string(), "cannot remove", errno);
+      if (name != kBundleMarker && ::unlink((dir / name).c_str()) != 0)
+        fail((dir / name).string(), "cannot remove", errno);
   }
-  if (entries.empty()) write_file_atomically(marker, "This directory holds a bundle of attnres-check's; repro --force may empty it.\n");
+  if (entries.empty())
+    write_file_atomically(marker, "This directory holds a bundle of attnres-check's; repro --force may empty it.\n");
   return lock;
 }
 

@@ -50,9 +50,9 @@ AttnResArgs CaseTensors::args() {
 }
 
 std::vector<GeneratedTensor> generated_tensors(CaseTensors& t) {
-  return {{&t.prefix, InputTensor::prefix},           {&t.delta, InputTensor::delta},
-          {&t.blocks, InputTensor::blocks},           {&t.norm_weight, InputTensor::norm_weight},
-          {&t.qk_weight, InputTensor::qk_weight},     {&t.output_norm_weight, InputTensor::output_norm_weight}};
+  return {{&t.prefix, InputTensor::prefix},       {&t.delta, InputTensor::delta},
+          {&t.blocks, InputTensor::blocks},       {&t.norm_weight, InputTensor::norm_weight},
+          {&t.qk_weight, InputTensor::qk_weight}, {&t.output_norm_weight, InputTensor::output_norm_weight}};
 }
 
 CaseTensors allocate_case_tensors(const AttnResShape& s, const AttnResStrides& strides) {

@@ -15,7 +15,8 @@ using nlohmann::json;
 BoundedFile read_bounded_file(const std::string& path, std::uintmax_t max_bytes, const char* kind) {
   try {
     RegularFile file(path);
-    if (file.size() > max_bytes) return {"", fmt::format("{} bytes; {} are limited to {} bytes", file.size(), kind, max_bytes)};
+    if (file.size() > max_bytes)
+      return {"", fmt::format("{} bytes; {} are limited to {} bytes", file.size(), kind, max_bytes)};
     return {file.read_all(), ""};
   } catch (const std::runtime_error& e) {
     return {"", e.what()};
@@ -25,9 +26,12 @@ BoundedFile read_bounded_file(const std::string& path, std::uintmax_t max_bytes,
 std::string escape_pointer_token(std::string_view key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -62,7 +66,8 @@ json parse_json_strict(std::string_view text, const JsonLimits& limits) {
   };
   auto open = [&](bool array) {
     if (int(frames.size()) >= limits.max_depth)
-      throw JsonInputError(pointer_of(frames, frames.size()), fmt::format("nested deeper than {} levels", limits.max_depth));
+      throw JsonInputError(pointer_of(frames, frames.size()),
+                           fmt::format("nested deeper than {} levels", limits.max_depth));
     frames.emplace_back();
     frames.back().array = array;
   };
@@ -74,7 +79,8 @@ json parse_json_strict(std::string_view text, const JsonLimits& limits) {
         Frame& top = frames.back();
         top.key = parsed.get<std::string>();
         if (!top.keys.insert(top.key).second)
-          throw JsonInputError(pointer_of(frames, frames.size()), fmt::format("key {} given twice", quoted_literal(top.key)));
+          throw JsonInputError(pointer_of(frames, frames.size()),
+                               fmt::format("key {} given twice", quoted_literal(top.key)));
         break;
       }
       case json::parse_event_t::object_end:
@@ -108,10 +114,14 @@ std::string valid_utf8(std::string_view text) {
     const auto byte = static_cast<unsigned char>(text[i]);
     int length = 0;
     std::uint32_t code = 0;
-    if (byte < 0x80) length = 1, code = byte;
-    else if (byte >= 0xC2 && byte <= 0xDF) length = 2, code = byte & 0x1F;
-    else if (byte >= 0xE0 && byte <= 0xEF) length = 3, code = byte & 0x0F;
-    else if (byte >= 0xF0 && byte <= 0xF4) length = 4, code = byte & 0x07;
+    if (byte < 0x80)
+      length = 1, code = byte;
+    else if (byte >= 0xC2 && byte <= 0xDF)
+      length = 2, code = byte & 0x1F;
+    else if (byte >= 0xE0 && byte <= 0xEF)
+      length = 3, code = byte & 0x0F;
+    else if (byte >= 0xF0 && byte <= 0xF4)
+      length = 4, code = byte & 0x07;
     bool valid = length > 0 && i + std::size_t(length) <= text.size();
     for (int k = 1; valid && k < length; ++k) {
       const auto next = static_cast<unsigned char>(text[i + std::size_t(k)]);
@@ -142,10 +152,11 @@ std::size_t hidden_control_length(std::string_view text, std::size_t at) {
   const auto byte = [&](std::size_t k) { return at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0u; };
   if (byte(0) == 0xC2 && byte(1) >= 0x80 && byte(1) <= 0x9F) return 2;
   if (byte(0) == 0xD8 && byte(1) == 0x9C) return 2;  // U+061C arabic letter mark
-  if (byte(0) == 0xE2 && byte(1) == 0x80 && ((byte(2) >= 0x8B && byte(2) <= 0x8F) || (byte(2) >= 0xA8 && byte(2) <= 0xAE)))
+  if (byte(0) == 0xE2 && byte(1) == 0x80 &&
+      ((byte(2) >= 0x8B && byte(2) <= 0x8F) || (byte(2) >= 0xA8 && byte(2) <= 0xAE)))
     return 3;  // U+200B..U+200F, U+2028..U+202E
   if (byte(0) == 0xE2 && byte(1) == 0x81 && byte(2) >= 0xA0 && byte(2) <= 0xAF) return 3;  // U+2060..U+206F
-  if (byte(0) == 0xEF && byte(1) == 0xBB && byte(2) == 0xBF) return 3;                      // U+FEFF
+  if (byte(0) == 0xEF && byte(1) == 0xBB && byte(2) == 0xBF) return 3;                     // U+FEFF
   return 0;
 }
 
@@ -182,9 +193,12 @@ std::string escape_controls(std::string_view text, bool in_quotes, Keep keep) {
       out += fmt::format("\\u{:04x}", code_point(valid, i, length));
       i += length - 1;
     } else if ((byte < 0x20 || byte == 0x7F) && !(keep != Keep::nothing && (byte == '\n' || byte == '\t'))) {
-      if (in_quotes && byte == '\n') out += "\\n";
-      else if (in_quotes && byte == '\t') out += "\\t";
-      else out += fmt::format("\\u{:04x}", byte);
+      if (in_quotes && byte == '\n')
+        out += "\\n";
+      else if (in_quotes && byte == '\t')
+        out += "\\t";
+      else
+        out += fmt::format("\\u{:04x}", byte);
     } else if (in_quotes && (byte == '"' || byte == '\\')) {
       out += '\\';
       out += char(byte);

@@ -36,9 +36,7 @@ class ObjectReader {
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
     throw JsonInputError(path(key), message);
   }
-  [[noreturn]] void fail_here(const std::string& message) const {
-    throw JsonInputError(pointer_, message);
-  }
+  [[noreturn]] void fail_here(const std::string& message) const { throw JsonInputError(pointer_, message); }
 
   const nlohmann::json* find(const std::string& key) {
     asked_.insert(key);
@@ -51,7 +49,8 @@ class ObjectReader {
     const nlohmann::json* field = find(key);
     if (!field) return fallback ? *fallback : missing(key);
     if (!field->is_number_integer()) fail(key, fmt::format("must be an integer, got {}", json_type_name(*field)));
-    if (field->is_number_unsigned() && field->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+    if (field->is_number_unsigned() &&
+        field->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
       fail(key, "integer out of range");
     return field->get<std::int64_t>();
   }
@@ -70,13 +69,15 @@ class ObjectReader {
     const nlohmann::json* field = find(key);
     if (!field) return {};
     if (!field->is_array() || field->size() != count)
-      fail(key, fmt::format("must be a list of {} integers, got {}", count, field->is_array() ? fmt::format("{} items", field->size()) : json_type_name(*field)));
+      fail(key, fmt::format("must be a list of {} integers, got {}", count,
+                            field->is_array() ? fmt::format("{} items", field->size()) : json_type_name(*field)));
     std::vector<std::int64_t> values;
     for (std::size_t i = 0; i < count; ++i) {
       const nlohmann::json& item = (*field)[i];
       if (!item.is_number_integer()) fail_item(key, i, fmt::format("must be an integer, got {}", json_type_name(item)));
-      const bool in_range = item.is_number_unsigned() ? item.get<std::uint64_t>() <= std::uint64_t(limit)
-                                                      : item.get<std::int64_t>() >= 0 && item.get<std::int64_t>() <= limit;
+      const bool in_range = item.is_number_unsigned()
+                                ? item.get<std::uint64_t>() <= std::uint64_t(limit)
+                                : item.get<std::int64_t>() >= 0 && item.get<std::int64_t>() <= limit;
       if (!in_range) fail_item(key, i, fmt::format("must be in [0, {}], got {}", limit_text, item.dump()));
       values.push_back(item.get<std::int64_t>());
     }

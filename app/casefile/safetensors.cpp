@@ -92,7 +92,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
 SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, const std::string& path) {
   auto fail = [&](const std::string& field, const std::string& what) { return SafetensorsError(path, field, what); };
-  if (file_size < 8) throw fail("", fmt::format("truncated: {} bytes, shorter than the 8-byte header length", file_size));
+  if (file_size < 8)
+    throw fail("", fmt::format("truncated: {} bytes, shorter than the 8-byte header length", file_size));
   unsigned char length[8];
   in.read(reinterpret_cast<char*>(length), 8);
   if (!in) throw fail("", "cannot read the header length");
@@ -128,7 +129,8 @@ SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, con
     if (!entry.is_object()) throw fail(field, "must be an object");
     SafetensorEntry t;
     t.name = name;
-    if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw fail(field + "/dtype", "missing or not a string");
+    if (!entry.contains("dtype") || !entry["dtype"].is_string())
+      throw fail(field + "/dtype", "missing or not a string");
     t.dtype = entry["dtype"].get<std::string>();
     const int element_size = dtype_size(t.dtype);
     if (!element_size) throw fail(field + "/dtype", fmt::format("unknown dtype {}", quoted_literal(t.dtype)));
@@ -141,16 +143,19 @@ SafetensorsFile parse_safetensors(std::istream& in, std::uint64_t file_size, con
       elements = elements * t.shape.back();
     }
     const CheckedSize stored_bytes = elements * element_size;
-    if (!stored_bytes.ok()) throw fail(field + "/shape", fmt::format("{} holds too many elements", shape_text(t.shape)));
+    if (!stored_bytes.ok())
+      throw fail(field + "/shape", fmt::format("{} holds too many elements", shape_text(t.shape)));
     const json& offsets = entry.contains("data_offsets") ? entry["data_offsets"] : json();
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
       throw fail(field + "/data_offsets", "must be [begin, end]");
     const std::uint64_t begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
     if (begin > end || end > data_size)
       throw fail(field + "/data_offsets",
                  fmt::format("[{}, {}] lies outside the {}-byte data (file truncated?)", begin, end, data_size));
     if (end - begin != std::uint64_t(*stored_bytes.get()))
-      throw fail(field + "/data_offsets", fmt::format("{} bytes for shape {} of {}", end - begin, shape_text(t.shape), t.dtype));
+      throw fail(field + "/data_offsets",
+                 fmt::format("{} bytes for shape {} of {}", end - begin, shape_text(t.shape), t.dtype));
     ranges.emplace_back(begin, end);
     file.tensors.push_back(std::move(t));
   }
@@ -261,7 +266,8 @@ View view_of(const SafetensorsFile& file, const SafetensorEntry& entry, const st
     }
   }
   if (view.stride.size() != view.shape.size())
-    throw fail(entry.name + ".stride", fmt::format("{} strides for a {}-d shape", view.stride.size(), view.shape.size()));
+    throw fail(entry.name + ".stride",
+               fmt::format("{} strides for a {}-d shape", view.stride.size(), view.shape.size()));
   if (view.stride.back() != 1) throw fail(entry.name + ".stride", "the innermost stride must be 1");
   if (auto it = file.metadata.find(entry.name + ".storage_offset"); it != file.metadata.end()) {
     const std::optional<std::int64_t> offset = parse_count(it->second);
@@ -284,9 +290,10 @@ void require_inside(const View& view, const SafetensorEntry& entry, const std::s
   }
   if (empty) return;
   if (!(last + 1).within(stored))
-    throw SafetensorsError(path, entry.name,
-                           fmt::format("shape {} with strides {} and storage offset {} reaches past its {} stored elements",
-                                       shape_text(view.shape), shape_text(view.stride), view.offset, stored));
+    throw SafetensorsError(
+        path, entry.name,
+        fmt::format("shape {} with strides {} and storage offset {} reaches past its {} stored elements",
+                    shape_text(view.shape), shape_text(view.stride), view.offset, stored));
 }
 
 }  // namespace
@@ -306,19 +313,23 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   };
   const std::size_t prefix = require("prefix");
   const View prefix_view = view_of(file_, file_.tensors[prefix], path);
-  if (prefix_view.shape.size() != 2) throw fail("prefix", fmt::format("expected shape [T, H], got {}", shape_text(prefix_view.shape)));
+  if (prefix_view.shape.size() != 2)
+    throw fail("prefix", fmt::format("expected shape [T, H], got {}", shape_text(prefix_view.shape)));
   const std::int64_t tokens = prefix_view.shape[0], hidden = prefix_view.shape[1];
   if (tokens < 0 || tokens > kMaxTokens || hidden < 8 || hidden % 8 || hidden > kMaxHidden)
-    throw fail("prefix", fmt::format("shape {} needs T in [0, 2^31] and H a multiple of 8 in [8, 65536]", shape_text(prefix_view.shape)));
+    throw fail("prefix", fmt::format("shape {} needs T in [0, 2^31] and H a multiple of 8 in [8, 65536]",
+                                     shape_text(prefix_view.shape)));
   const std::size_t blocks = require("blocks");
   const View blocks_view = view_of(file_, file_.tensors[blocks], path);
   if (blocks_view.shape.size() != 3 || blocks_view.shape[0] != tokens || blocks_view.shape[2] != hidden)
-    throw fail("blocks", fmt::format("expected shape [{}, MAXB, {}], got {}", tokens, hidden, shape_text(blocks_view.shape)));
+    throw fail("blocks",
+               fmt::format("expected shape [{}, MAXB, {}], got {}", tokens, hidden, shape_text(blocks_view.shape)));
   const std::int64_t max_blocks = blocks_view.shape[1];
   if (max_blocks < spec.shape.num_blocks || max_blocks > 64)
     throw fail("blocks", fmt::format("MAXB {} must be in [num_blocks ({}), 64]", max_blocks, spec.shape.num_blocks));
   if (spec.shape.block_write_idx >= max_blocks)
-    throw fail("blocks", fmt::format("block_write_idx {} of the case is out of range for MAXB {}", spec.shape.block_write_idx, max_blocks));
+    throw fail("blocks", fmt::format("block_write_idx {} of the case is out of range for MAXB {}",
+                                     spec.shape.block_write_idx, max_blocks));
 
   // Every tensor: BF16, the expected shape, no two elements sharing storage, every element
   // inside the data.
@@ -352,7 +363,8 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
   qk_weight_ = source(qk_weight, view_of(file_, file_.tensors[qk_weight], path), {hidden});
   const std::optional<std::size_t> output_norm_weight = index_of("output_norm_weight");
   if (output_norm_weight)
-    output_norm_weight_ = source(*output_norm_weight, view_of(file_, file_.tensors[*output_norm_weight], path), {hidden});
+    output_norm_weight_ =
+        source(*output_norm_weight, view_of(file_, file_.tensors[*output_norm_weight], path), {hidden});
 
   if (verify_checksums) {
     for (const Source* s : {&prefix_, &delta_, &blocks_, &norm_weight_, &qk_weight_, &output_norm_weight_}) {
@@ -373,15 +385,18 @@ ReplayInputs::ReplayInputs(SafetensorsFile file, std::string path, CaseSpec& spe
         for (std::int64_t col = 0; col < hidden; ++col) {
           const std::size_t byte = std::size_t(start + col) * 2;
           const bf16_bits bits = bf16_bits(entry.bytes[byte] | (entry.bytes[byte + 1] << 8));
-          if (fnv) hash.add(bits);
-          else sum += checksum_term(std::uint64_t(row * hidden + col), bits);
+          if (fnv)
+            hash.add(bits);
+          else
+            sum += checksum_term(std::uint64_t(row * hidden + col), bits);
         }
       }
       const std::string computed = fnv ? hash.text() : checksum_text(sum);
       if (computed != stored->second)
-        throw fail(field, fmt::format("the data gives {}, the file says {}: the tensor was changed after it was written "
-                                      "(--no-verify-checksums replays it anyway)",
-                                      computed, valid_utf8(stored->second)));
+        throw fail(field,
+                   fmt::format("the data gives {}, the file says {}: the tensor was changed after it was written "
+                               "(--no-verify-checksums replays it anyway)",
+                               computed, valid_utf8(stored->second)));
     }
   }
 

@@ -10,10 +10,10 @@
 #include <fmt/format.h>
 
 #include "app/report/git_revision.h"
+#include "kernels/common/problem.h"
 #include "kernels/external/install_paths.h"
 #include "kernels/external/kernel_profile.h"
 #include "kernels/external/kernel_spec.h"
-#include "kernels/common/problem.h"
 
 namespace attnres {
 
@@ -53,12 +53,14 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--device", options.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
       ->check(kDeviceOrdinal)
       ->capture_default_str();
-  command->add_option("--backend", options.backend,
-                      "auto: the CUDA device if there is one; cuda; cpu: the CPU stand-ins of both kernels")
+  command
+      ->add_option("--backend", options.backend,
+                   "auto: the CUDA device if there is one; cuda; cpu: the CPU stand-ins of both kernels")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
-  command->add_option("--device-model", options.device_model,
-                      "with --backend cpu: the device the dispatcher is told about (sm_90, sm_100, sm_86, none)")
+  command
+      ->add_option("--device-model", options.device_model,
+                   "with --backend cpu: the device the dispatcher is told about (sm_90, sm_100, sm_86, none)")
       ->capture_default_str();
   command->add_option("--native-images", options.native_images,
                       "with --backend cpu: native images the modelled build holds (e.g. sm_90a or none)");
@@ -66,9 +68,10 @@ void add_backend_options(CLI::App* command, BackendOptions& options) {
 }
 
 void add_timeout_option(CLI::App* command, BackendOptions& options) {
-  command->add_option("--timeout", options.timeout_seconds,
-                      "seconds a case run in a worker process (an external kernel; run --devices) may take before the "
-                      "worker is killed and the case is an error, so a kernel that hangs costs only its case; 0: no limit")
+  command
+      ->add_option("--timeout", options.timeout_seconds,
+                   "seconds a case run in a worker process (an external kernel; run --devices) may take before the "
+                   "worker is killed and the case is an error, so a kernel that hangs costs only its case; 0: no limit")
       ->check(kSeconds)
       ->capture_default_str();
 }
@@ -81,9 +84,10 @@ void add_kernel_options(CLI::App* command, BackendOptions& options) {
   command->add_option("--torch-library", options.torch_library,
                       "with --kernel torch-op:...: the shared library that registers the op, loaded first "
                       "(e.g. vllm/_C.abi3.so)");
-  command->add_option("--signature", options.signature,
-                      "with --kernel python:...: vllm (positional arguments, returns the output) or flashinfer "
-                      "(keyword scalars, writes a caller-owned out=)")
+  command
+      ->add_option("--signature", options.signature,
+                   "with --kernel python:...: vllm (positional arguments, returns the output) or flashinfer "
+                   "(keyword scalars, writes a caller-owned out=)")
       ->check(CLI::IsMember({"vllm", "flashinfer"}))
       ->capture_default_str();
   command->add_option("--profile", options.profile,
@@ -106,7 +110,8 @@ struct BudgetText {
 
 // One option per report format (app/report/report.h), each naming the file it is written to.
 void add_report_options(CLI::App* command, ReportFiles& files) {
-  for (const ReportFormat* format : report_formats()) command->add_option(format->option, files[format->option], format->help);
+  for (const ReportFormat* format : report_formats())
+    command->add_option(format->option, files[format->option], format->help);
 }
 
 void add_budget_options(CLI::App* command, BudgetText& text) {
@@ -119,7 +124,8 @@ void add_budget_options(CLI::App* command, BudgetText& text) {
 std::optional<std::int64_t> parse_budget(const std::string& option, const std::string& text) {
   if (text.empty()) return std::nullopt;
   const std::optional<std::int64_t> bytes = parse_byte_size(text);
-  if (!bytes) throw UsageError(fmt::format("{}: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", option, text));
+  if (!bytes)
+    throw UsageError(fmt::format("{}: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", option, text));
   return bytes;
 }
 
@@ -132,8 +138,10 @@ struct VerbosityFlags {
 };
 
 void add_verbosity_flags(CLI::App* command, VerbosityFlags& flags) {
-  command->add_flag("-q,--quiet", flags.quiet, "show only the cases that did not meet their expectations, and the summary");
-  command->add_flag("-v,--verbose", flags.verbose, "show why each case ran as it did and what happened, for every case");
+  command->add_flag("-q,--quiet", flags.quiet,
+                    "show only the cases that did not meet their expectations, and the summary");
+  command->add_flag("-v,--verbose", flags.verbose,
+                    "show why each case ran as it did and what happened, for every case");
 }
 
 // "all", or comma-separated device ordinals (repeats allowed).
@@ -230,9 +238,10 @@ Invocation parse(const std::vector<std::string>& args) {
   bench->add_flag("--pdl", inv.bench.pdl,
                   "also time the native kernel launched with programmatic dependent launch (each launch's prologue "
                   "overlapping the previous one's tail)");
-  bench->add_flag("--native-plans", inv.bench.native_plans,
-                  "also time every plan of the native kernel (ring, ring/cp.async, split/<cluster>x<vectors>), not only the one it "
-                  "picks");
+  bench->add_flag(
+      "--native-plans", inv.bench.native_plans,
+      "also time every plan of the native kernel (ring, ring/cp.async, split/<cluster>x<vectors>), not only the one it "
+      "picks");
   bench->add_option("--markdown", inv.bench.markdown_path, "also write the table as markdown here");
   bench->add_option("--json", inv.bench.json_path, "also write the results as JSON here");
   bench->add_option("--csv", inv.bench.csv_path, "also write one CSV row per point here");
@@ -248,13 +257,15 @@ Invocation parse(const std::vector<std::string>& args) {
 
   CLI::App* shrink = app.add_subcommand("shrink", "reduce a case while its disposition stays the same");
   add_one_case_options(shrink, inv.shrink.case_path, inv.shrink.case_name, inv.shrink.no_layout_guard);
-  shrink->add_option("--out", inv.shrink.out_path, "where to write the smallest case (default <case name>-shrunk.json in the current directory)");
+  shrink->add_option("--out", inv.shrink.out_path,
+                     "where to write the smallest case (default <case name>-shrunk.json in the current directory)");
   shrink->add_option("--verdict", inv.shrink.verdict, "disposition to keep (default: the original case's)");
   add_backend_options(shrink, inv.backend);
   add_timeout_option(shrink, inv.backend);
   add_budget_options(shrink, budget);
 
-  CLI::App* merge = app.add_subcommand("merge", "join the JSON reports of --shard k/n jobs (or any runs) into one report");
+  CLI::App* merge =
+      app.add_subcommand("merge", "join the JSON reports of --shard k/n jobs (or any runs) into one report");
   merge->add_option("reports", inv.merge.reports, "JSON reports written by run --json")->required();
   add_report_options(merge, inv.merge.report_files);
   merge->add_flag("--allow-not-run", inv.merge.allow_not_run, "cases nothing could run do not fail the exit code");
@@ -264,17 +275,20 @@ Invocation parse(const std::vector<std::string>& args) {
   CLI::App* mutants = app.add_subcommand(
       "mutants", "run deliberately wrong kernels over the cases and report which cases catch which (mutation score)");
   mutants->add_option("cases", inv.mutants.paths, "case files or directories; default: the bundled cases");
-  mutants->add_option("--filter", inv.mutants.filters, "only cases whose name contains this text or matches this glob (repeatable)");
+  mutants->add_option("--filter", inv.mutants.filters,
+                      "only cases whose name contains this text or matches this glob (repeatable)");
   mutants->add_option("--only", inv.mutants.only, "only these mutants (repeatable; names as the table prints them)");
   mutants->add_option("--json", inv.mutants.json_path, "write which cases killed which mutant as JSON here");
-  mutants->add_option("--fail-under", inv.mutants.fail_under,
-                      "exit 1 when the mutation score (percent of mutants killed) is below this, e.g. 100")
+  mutants
+      ->add_option("--fail-under", inv.mutants.fail_under,
+                   "exit 1 when the mutation score (percent of mutants killed) is below this, e.g. 100")
       ->check(kPercent);
   mutants->add_option("--device", inv.backend.device, "CUDA device ordinal (as CUDA_VISIBLE_DEVICES numbers them)")
       ->check(kDeviceOrdinal);
-  mutants->add_option("--backend", inv.backend.backend,
-                      "auto: the CUDA device if there is one (mutants of a one-thread-per-token kernel); cpu: the "
-                      "same mutants on the host")
+  mutants
+      ->add_option("--backend", inv.backend.backend,
+                   "auto: the CUDA device if there is one (mutants of a one-thread-per-token kernel); cpu: the "
+                   "same mutants on the host")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   add_budget_options(mutants, budget);
 
@@ -288,7 +302,9 @@ Invocation parse(const std::vector<std::string>& args) {
   explore->add_option("--out", inv.explore.out_dir, "where the finding's repro bundle goes (default explore-<trial>)");
   explore->add_flag("--force", inv.explore.force, "empty the bundle directory first if it holds anything");
   explore->add_flag("--no-layout-guard", inv.explore.no_layout_guard, "run the native kernel without its stride guard");
-  explore->add_option("--max-tokens", inv.explore.max_tokens, "largest T drawn")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  explore->add_option("--max-tokens", inv.explore.max_tokens, "largest T drawn")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   explore->add_option("--max-hidden", inv.explore.max_hidden, "largest H drawn (a multiple of 8)")
       ->check(CLI::Range(8, kMaxHidden))
       ->capture_default_str();
@@ -321,13 +337,15 @@ Invocation parse(const std::vector<std::string>& args) {
   if (merge->parsed()) inv.command = Command::merge;
   if (mutants->parsed()) inv.command = Command::mutants;
   if (explore->parsed()) inv.command = Command::explore;
-  if (inv.command == Command::explore && inv.explore.max_hidden % 8) throw UsageError("--max-hidden: must be a multiple of 8");
+  if (inv.command == Command::explore && inv.explore.max_hidden % 8)
+    throw UsageError("--max-hidden: must be a multiple of 8");
   inv.merge.verbosity = merge_verbosity.resolve();
   if (run->get_option("--devices")->count()) {
     parse_devices(devices, inv.run);
     if (run->get_option("--device")->count()) throw UsageError("--device and --devices exclude each other");
     if (inv.run.in_process) throw UsageError("--devices runs cases in worker processes; --in-process excludes it");
-    if (inv.backend.backend == "cpu") throw UsageError("--devices spreads cases over CUDA devices; --backend cpu has none");
+    if (inv.backend.backend == "cpu")
+      throw UsageError("--devices spreads cases over CUDA devices; --backend cpu has none");
   }
   inv.budget.host_bytes = parse_budget("--max-host-memory", budget.host);
   inv.budget.device_bytes = parse_budget("--max-device-memory", budget.device);
@@ -340,12 +358,15 @@ Invocation parse(const std::vector<std::string>& args) {
   if (!inv.backend.torch_library.empty() && kernel.bridge != "torch")
     throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
   if (!inv.backend.profile.empty() && !kernel.external())
-    throw UsageError("--profile goes with an external --kernel (so:, torch-op: or python:); the built-in kernels declare their own");
+    throw UsageError(
+        "--profile goes with an external --kernel (so:, torch-op: or python:); the built-in kernels declare their own");
   if (!inv.backend.profile.empty() && !preset_preconditions(inv.backend.profile))
     inv.backend.profile = std::filesystem::absolute(inv.backend.profile).lexically_normal().string();
   // Library paths are file paths from the working directory (not dlopen's search path), held
   // absolute so that a bundle's replay.sh and environment.json name the same file from elsewhere.
-  const auto absolute = [](const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); };
+  const auto absolute = [](const std::string& path) {
+    return std::filesystem::absolute(path).lexically_normal().string();
+  };
   if (kernel.kind == KernelSpec::Kind::shared_library) {
     kernel.library = absolute(kernel.library);
     inv.backend.kernel = kernel.to_string();

@@ -23,14 +23,14 @@ struct RunArguments {
   std::string shard;  // "k/n", 1-based
   bool no_layout_guard = false;
   bool allow_not_run = false;
-  std::string inputs;  // replay tensors from this safetensors file
-  bool no_verify_checksums = false;  // replay even when the stored checksums disagree
-  std::string interesting;  // exit 0 iff every case ends with this disposition
-  bool in_process = false;  // run an external kernel in this process instead of a worker
-  bool timings = false;     // a line of phase times under each case
-  bool list = false;        // print the selected cases and what would run each, run nothing
+  std::string inputs;                 // replay tensors from this safetensors file
+  bool no_verify_checksums = false;   // replay even when the stored checksums disagree
+  std::string interesting;            // exit 0 iff every case ends with this disposition
+  bool in_process = false;            // run an external kernel in this process instead of a worker
+  bool timings = false;               // a line of phase times under each case
+  bool list = false;                  // print the selected cases and what would run each, run nothing
   std::optional<std::uint64_t> seed;  // every case's seed, instead of its own
-  int repeat = 1;           // runs of each case: its own (or --seed) seed, then fresh recorded seeds
+  int repeat = 1;                     // runs of each case: its own (or --seed) seed, then fresh recorded seeds
   Verbosity verbosity = Verbosity::normal;
   // --devices: one worker process per entry (a device may repeat), each case on whichever is
   // free; with all_devices, one per CUDA device there is. Empty and false: no --devices.
@@ -40,7 +40,7 @@ struct RunArguments {
 
 struct MergeArguments {
   std::vector<std::string> reports;  // JSON reports of run (--shard k/n jobs, or any runs)
-  ReportFiles report_files;  // --json, --junit, --csv, --html
+  ReportFiles report_files;          // --json, --junit, --csv, --html
   bool allow_not_run = false;
   Verbosity verbosity = Verbosity::normal;
 };
@@ -103,8 +103,8 @@ struct Invocation {
   MergeArguments merge;
   MutantsArguments mutants;
   ExploreArguments explore;
-  bool color = false;       // set by main from the terminal and NO_COLOR
-  std::string help;         // non-empty: print this and exit 0
+  bool color = false;  // set by main from the terminal and NO_COLOR
+  std::string help;    // non-empty: print this and exit 0
   std::string command_line;
 };
 
@@ -116,7 +116,8 @@ Invocation parse(const std::vector<std::string>& args);
 // neither is a directory (the commands then say so: kNoBundledCases).
 std::optional<std::string> bundled_cases_directory();
 inline constexpr const char* kNoBundledCases =
-    "no case files given, and no bundled cases here (share/attnres-check/cases beside an installed binary, or ./cases in a "
+    "no case files given, and no bundled cases here (share/attnres-check/cases beside an installed binary, or ./cases "
+    "in a "
     "checkout): name case files or directories";
 
 }  // namespace attnres

@@ -11,15 +11,13 @@
 #include "app/casefile/case_spec.h"
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
-#include "kernels/external/kernel_profile.h"
-#include "app/report/report.h"
 #include "app/engine/runner.h"
+#include "app/report/report.h"
+#include "kernels/external/kernel_profile.h"
 
 namespace attnres {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<CaseLoadError>& load_errors,
                       const Backend& backend, const std::string& kernel) {
@@ -37,7 +35,8 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<Case
       std::string expectation;
       if (!why) judged_spec(spec, under_test->preconditions(), expectation);
       const char* verdict = !why ? "runs" : why->kind == Unsupported::Kind::signature ? "skipped" : "not-run";
-      text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, verdict, printable(why ? why->reason : "expected to " + expectation));
+      text += fmt::format("  {:<{}} {:<9} {}\n", printable(spec.name), width, verdict,
+                          printable(why ? why->reason : "expected to " + expectation));
       continue;
     }
     DispatchRequest request;
@@ -106,8 +105,10 @@ int verdict_exit_code(const std::vector<CaseResult>& results, const std::vector<
 void write_report(const std::string& path, const std::function<std::string()>& content, CommandOutput& out) {
   if (path.empty()) return;
   try {
-    if (is_standard_output(path)) out.text += content();
-    else write_report_file(path, content());
+    if (is_standard_output(path))
+      out.text += content();
+    else
+      write_report_file(path, content());
   } catch (const std::exception& e) {
     out.notes += fmt::format("report not written: {}\n", e.what());
     if (out.exit_code == kExitOk) out.exit_code = kExitUnmet;
@@ -119,7 +120,9 @@ void write_reports(const std::vector<CaseResult>& results, const std::vector<Cas
   // The table is already made: a report that fails to write costs only itself.
   for (const ReportFormat* format : report_formats()) {
     const auto file = files.find(format->option);
-    if (file != files.end()) write_report(file->second, [&] { return format->print(results, load_errors, context); }, out);
+    if (file != files.end())
+      write_report(
+          file->second, [&] { return format->print(results, load_errors, context); }, out);
   }
 }
 
@@ -167,7 +170,6 @@ void require_writable_reports(const std::vector<NamedPath>& reports, const std::
   }
 }
 
-
 CaseSpec load_single_case(const std::string& path, const std::string& name) {
   LoadedCases loaded = load_cases({path});
   if (!loaded.errors.empty()) throw CaseParseError(loaded.errors.front());
@@ -175,7 +177,8 @@ CaseSpec load_single_case(const std::string& path, const std::string& name) {
   for (auto& c : loaded.cases)
     if (name.empty() || c.name == name) matches.push_back(std::move(c));
   if (matches.empty()) throw UsageError(fmt::format("{}: no case named \"{}\"", path, name));
-  if (matches.size() > 1) throw UsageError(fmt::format("{}: holds {} cases; choose one with --case NAME", path, matches.size()));
+  if (matches.size() > 1)
+    throw UsageError(fmt::format("{}: holds {} cases; choose one with --case NAME", path, matches.size()));
   return std::move(matches.front());
 }
 

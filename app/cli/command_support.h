@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/backend.h"
-#include "app/cli/cli.h"
-#include "app/workers/make_backend.h"
-#include "app/engine/command_output.h"
 #include "app/casefile/file_output.h"
-#include "app/report/report.h"
+#include "app/cli/cli.h"
+#include "app/engine/backend.h"
+#include "app/engine/command_output.h"
 #include "app/engine/runner.h"
+#include "app/report/report.h"
+#include "app/workers/make_backend.h"
 
 namespace attnres {
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "app/casefile/case_spec.h"
+#include "app/casefile/json_io.h"
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/engine/interrupt.h"
-#include "app/casefile/json_io.h"
 
 namespace {
 

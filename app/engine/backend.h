@@ -27,7 +27,8 @@ class Backend {
   // A case's tensors, made where this backend keeps them: generated from the case's seed (the
   // same bits wherever they are generated), or `inputs` replayed. `keep_artifacts`: the
   // workspace keeps what a repro bundle needs.
-  virtual std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) = 0;
+  virtual std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs,
+                                                 bool keep_artifacts) = 0;
   // What prepare and its workspace allocate at most for a case of this layout.
   virtual CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts,
                                   bool replayed) const = 0;

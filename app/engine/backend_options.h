@@ -7,17 +7,17 @@
 namespace attnres {
 
 struct BackendOptions {
-  std::string backend = "auto";      // auto | cuda | cpu
-  std::string device_model = "sm_90";  // what the cpu backend tells the dispatcher
+  std::string backend = "auto";              // auto | cuda | cpu
+  std::string device_model = "sm_90";        // what the cpu backend tells the dispatcher
   std::optional<std::string> native_images;  // cpu backend: override the build's list ("none", "sm_90a,sm_100a")
   // Every case on this kernel: "native", "portable", "so:PATH[:SYMBOL]", "torch-op:NS::OP" or
   // "python:MODULE:FUNCTION"; empty: each case's own.
   std::string kernel;
-  std::string torch_library;         // torch-op: the library that registers the op (dlopen'ed first)
-  std::string signature = "vllm";    // python: how the function is called (vllm | flashinfer)
-  std::string profile;               // external kernel: a preset or a profile file (kernels/external/kernel_profile.h)
-  int device = 0;                    // CUDA ordinal
-  double timeout_seconds = 900;      // a case in a worker process with no answer by then is an error; 0: no limit
+  std::string torch_library;       // torch-op: the library that registers the op (dlopen'ed first)
+  std::string signature = "vllm";  // python: how the function is called (vllm | flashinfer)
+  std::string profile;             // external kernel: a preset or a profile file (kernels/external/kernel_profile.h)
+  int device = 0;                  // CUDA ordinal
+  double timeout_seconds = 900;    // a case in a worker process with no answer by then is an error; 0: no limit
 };
 
 }  // namespace attnres

@@ -7,9 +7,9 @@
 
 #include "app/engine/backend.h"
 #include "app/engine/device_workspace.h"
+#include "kernels/builtin/builtin_kernels.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/native/launch_native.h"
-#include "kernels/builtin/builtin_kernels.h"
 
 namespace attnres {
 
@@ -82,7 +82,8 @@ class CudaBackend : public Backend {
   NativeImages native_images() const override { return images_; }
   bool usable() const override { return usable_; }
 
-  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts) override {
+  std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs,
+                                         bool keep_artifacts) override {
     return make_device_workspace(spec, inputs, keep_artifacts, usable_);
   }
 
@@ -126,7 +127,8 @@ std::unique_ptr<Backend> make_cuda_backend(std::string& why, int ordinal) {
   cudaDeviceProp props{};
   ATTNRES_CUDA_CHECK(cudaGetDeviceProperties(&props, ordinal));
   // The name says which device ran the case wherever more than one could have.
-  const std::string name = count > 1 || visible ? fmt::format("{} [device {}{}]", props.name, ordinal, visible_note) : props.name;
+  const std::string name =
+      count > 1 || visible ? fmt::format("{} [device {}{}]", props.name, ordinal, visible_note) : props.name;
   DeviceDescription device{true, name, props.major, props.minor};
   // The native image for this device's family counts only if it really loads here.
   NativeImages images;

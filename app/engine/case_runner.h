@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "app/engine/backend.h"
 #include "app/casefile/case_spec.h"
+#include "app/engine/backend.h"
 #include "app/engine/command_output.h"
 #include "app/engine/runner.h"
 
@@ -21,7 +21,8 @@ class CaseRunner {
   virtual CaseResult run(const CaseSpec& spec, bool disable_layout_guard) = 0;
   // write_repro_bundle in the runner's process; where that process was lost, the bundle without
   // the kernel's outputs, holding the result that says how.
-  virtual CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force, CommandOutput& out) = 0;
+  virtual CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force,
+                                  CommandOutput& out) = 0;
   virtual std::string backend_name() const = 0;
   virtual std::string device_description() const = 0;
   const RunOptions& options() const { return options_; }

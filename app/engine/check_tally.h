@@ -61,11 +61,13 @@ ATTNRES_HD int damage_at(std::int64_t offset, std::int64_t span, bool logical, b
 // case's seed, so that neither a copy between tensors or rows nor a constant fill reproduces it.
 // Finite and normal (|x| in [2^-7, 2^9)), and never the judged call's constant kCanaryBits.
 ATTNRES_HD bf16_bits patterned_canary(std::uint64_t seed, int tensor, std::int64_t offset) {
-  std::uint64_t x = seed ^ (std::uint64_t(tensor + 1) * 0x9e3779b97f4a7c15ull) ^ (std::uint64_t(offset) * 0xbf58476d1ce4e5b9ull);
+  std::uint64_t x =
+      seed ^ (std::uint64_t(tensor + 1) * 0x9e3779b97f4a7c15ull) ^ (std::uint64_t(offset) * 0xbf58476d1ce4e5b9ull);
   x = (x ^ (x >> 31)) * 0x94d049bb133111ebull;
   x = (x ^ (x >> 29)) * 0xbf58476d1ce4e5b9ull;
   x ^= x >> 32;
-  const unsigned sign = unsigned(x >> 15) & 1u, exponent = 0x78u + (unsigned(x >> 7) & 0xfu), mantissa = unsigned(x) & 0x7fu;
+  const unsigned sign = unsigned(x >> 15) & 1u, exponent = 0x78u + (unsigned(x >> 7) & 0xfu),
+                 mantissa = unsigned(x) & 0x7fu;
   const bf16_bits bits = bf16_bits(sign << 15 | exponent << 7 | mantissa);
   return bits == kCanaryBits ? bf16_bits(bits ^ 1u) : bits;
 }

@@ -12,7 +12,8 @@ std::string Comparison::mismatch_summary() const {
   return fmt::format("Mismatched elements: {} / {} ({:.1f}%)", mismatched, total, percent);
 }
 
-Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol, double rtol) {
+Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol,
+                           double rtol) {
   Comparison c;
   c.atol = atol;
   c.rtol = rtol;
@@ -45,8 +46,10 @@ OutputTally tally_output_rows(const HostTensor& output, const std::vector<double
       const double got = bf16_to_float(values[h]);
       const std::int64_t index = t * output.columns + h;
       const double want = reference[std::size_t(index)];
-      if (got != got) ++tally.nan_count;
-      else if (!is_finite_value(got)) ++tally.inf_count;
+      if (got != got)
+        ++tally.nan_count;
+      else if (!is_finite_value(got))
+        ++tally.inf_count;
       const double difference = output_difference(got, want);
       if (output_mismatch(got, want, difference, atol, rtol)) ++tally.mismatched;
       if (difference > worst) {
@@ -74,7 +77,8 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
   std::vector<OutputTally> parts(std::size_t(chunk_count(output.rows(), kMinRows)));
   std::vector<double> worsts(parts.size(), -1.0);
   parallel_chunks(output.rows(), kMinRows, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
-    parts[std::size_t(chunk)] = tally_output_rows(output, reference, atol, rtol, begin, end, worsts[std::size_t(chunk)]);
+    parts[std::size_t(chunk)] =
+        tally_output_rows(output, reference, atol, rtol, begin, end, worsts[std::size_t(chunk)]);
   });
   OutputTally total;
   double worst = -1.0;
@@ -136,7 +140,9 @@ std::string Violation::to_string() const {
   return fmt::format("{}: {} at row {} col {} ({} elements)", tensor, kind, row, col, count);
 }
 
-TensorRole untouched_role(std::size_t index) { return index == 6 ? TensorRole::untouched_output : TensorRole::untouched; }
+TensorRole untouched_role(std::size_t index) {
+  return index == 6 ? TensorRole::untouched_output : TensorRole::untouched;
+}
 
 TensorRole tensor_role(std::size_t index) {
   switch (index) {
@@ -196,14 +202,17 @@ TensorTally tally_tensor(const HostTensor& got, const HostTensor& want, TensorRo
     visit(total, span + k, false, false);
   }
   const std::int64_t majors = want.nesting().major;
-  const std::int64_t min_majors = std::max<std::int64_t>(1, (std::int64_t(1) << 16) / std::max<std::int64_t>(1, span / majors + 1));
+  const std::int64_t min_majors =
+      std::max<std::int64_t>(1, (std::int64_t(1) << 16) / std::max<std::int64_t>(1, span / majors + 1));
   std::vector<TensorTally> parts(std::size_t(chunk_count(majors, min_majors)));
   parallel_chunks(majors, min_majors, [&](std::int64_t chunk, std::int64_t begin, std::int64_t end) {
     TensorTally& part = parts[std::size_t(chunk)];
-    for_each_storage_run(want, begin, end, [&](std::int64_t run_begin, std::int64_t run_end, std::int64_t row, bool logical) {
-      const bool state_row = row >= 0 && is_state_row(role, row, s);
-      for (std::int64_t offset = run_begin; offset < run_end; ++offset) visit(part, offset, logical, state_row);
-    });
+    for_each_storage_run(want, begin, end,
+                         [&](std::int64_t run_begin, std::int64_t run_end, std::int64_t row, bool logical) {
+                           const bool state_row = row >= 0 && is_state_row(role, row, s);
+                           for (std::int64_t offset = run_begin; offset < run_end; ++offset)
+                             visit(part, offset, logical, state_row);
+                         });
   });
   for (const TensorTally& part : parts) merge_tally(total, part);
   return total;
@@ -234,7 +243,8 @@ ExactnessReport exactness_report(const std::vector<TensorTally>& tallies, const 
       }
       return v;
     };
-    for (const Damage kind : {Damage::guard_before, Damage::guard_after, Damage::padding, Damage::input_changed, Damage::unwritten})
+    for (const Damage kind :
+         {Damage::guard_before, Damage::guard_after, Damage::padding, Damage::input_changed, Damage::unwritten})
       if (tally.count[int(kind)]) report.violations.push_back(violation_at(int(kind)));
     report.output_unwritten += tally.count[int(Damage::unwritten)];
     const std::int64_t mismatches = tally.count[int(Damage::state_mismatch)];

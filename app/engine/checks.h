@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/check_tally.h"
 #include "app/casefile/host_tensors.h"
+#include "app/engine/check_tally.h"
 
 namespace attnres {
 
@@ -38,7 +38,8 @@ struct Comparison {
 };
 
 // The comparison of a [tokens, hidden] output whose tally is `tally`.
-Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol, double rtol);
+Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol,
+                           double rtol);
 
 // Elementwise |out - ref| <= atol + rtol * |ref| over the logical [T, H] output, on every core.
 Comparison compare_output(const HostTensor& output, const std::vector<double>& reference, double atol, double rtol);
@@ -48,7 +49,7 @@ Comparison compare_output(const HostTensor& output, const std::vector<double>& r
 // Element (t, h) lies in cell (t * rows / T, h * columns / H).
 constexpr std::int64_t kErrorMapRows = 64, kErrorMapColumns = 128;
 struct ErrorMap {
-  std::int64_t rows = 0, columns = 0;  // cells
+  std::int64_t rows = 0, columns = 0;   // cells
   std::int64_t tokens = 0, hidden = 0;  // elements mapped
   std::vector<double> max_error;        // rows * columns, row-major; Infinity where a non-finite output is off
   std::vector<std::int64_t> mismatched;
@@ -59,7 +60,7 @@ ErrorMap error_map(const HostTensor& output, const std::vector<double>& referenc
 
 struct Violation {
   std::string tensor;
-  std::string kind;  // e.g. "padding canary overwritten"
+  std::string kind;                 // e.g. "padding canary overwritten"
   std::int64_t row = -1, col = -1;  // first offending element (row -1: a guard region, col = offset)
   std::int64_t count = 0;
   std::string to_string() const;

@@ -17,11 +17,12 @@ constexpr int kExitOk = 0;
 constexpr int kExitUnmet = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitNoCases = 5;  // nothing selected or judged (pytest's code for no tests collected)
-constexpr const char* kJudgedNothing = "every case is not-run: nothing was judged, and --allow-not-run does not pass that";
+constexpr const char* kJudgedNothing =
+    "every case is not-run: nothing was judged, and --allow-not-run does not pass that";
 
 struct CommandOutput {
-  std::string text;    // stdout
-  std::string notes;   // stderr (hints, warnings)
+  std::string text;   // stdout
+  std::string notes;  // stderr (hints, warnings)
   int exit_code = kExitOk;
 };
 

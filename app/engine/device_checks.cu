@@ -18,7 +18,7 @@ unsigned grid_for(std::int64_t count) {
 }
 
 // Grid-stride loops: every thread of a launch reaches the warp reductions below.
-#define ATTNRES_GRID_STRIDE(i, count)                                                            \
+#define ATTNRES_GRID_STRIDE(i, count)                                                     \
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (count); \
        i += std::int64_t(gridDim.x) * blockDim.x)
 
@@ -119,7 +119,9 @@ __global__ void difference_kernel(DeviceTensorView now, DeviceTensorView before,
 __global__ void checksum_kernel(DeviceTensorView t, unsigned long long* sum) {
   unsigned long long partial = 0;
   const std::int64_t columns = t.layout.columns;
-  ATTNRES_GRID_STRIDE(i, t.layout.rows() * columns) { partial += checksum_term(std::uint64_t(i), t.at(i / columns, i % columns)); }
+  ATTNRES_GRID_STRIDE(i, t.layout.rows() * columns) {
+    partial += checksum_term(std::uint64_t(i), t.at(i / columns, i % columns));
+  }
   add_to(sum, partial);
 }
 
@@ -134,7 +136,8 @@ __device__ bf16_bits residual_at(const ResidualSources& r, std::int64_t t, std::
   const bf16_bits prefix =
       pristine_at(r.prefix, r.prefix_layout.offset + r.prefix_layout.row_start(t) + h, index, true);
   const bf16_bits delta =
-      r.has_delta ? pristine_at(r.delta, r.delta_layout.offset + r.delta_layout.row_start(t) + h, index, true) : bf16_bits(0);
+      r.has_delta ? pristine_at(r.delta, r.delta_layout.offset + r.delta_layout.row_start(t) + h, index, true)
+                  : bf16_bits(0);
   return residual_sum(prefix, delta, r.has_delta);
 }
 
@@ -146,7 +149,7 @@ __device__ bf16_bits wanted_at(const DeviceTensorView& t, TensorRole role, const
   if (offset < 0 || offset >= t.layout.span()) return pristine_at(pristine, offset, 0, false);
   const StridedLayout::Location at = t.layout.locate(offset);
   state_row = at.row >= 0 && (role == TensorRole::state || (role == TensorRole::blocks && r.max_blocks > 0 &&
-                                                             at.row % r.max_blocks == r.block_write_idx));
+                                                            at.row % r.max_blocks == r.block_write_idx));
   logical = at.logical;
   if (!logical) return pristine_at(pristine, offset, 0, false);
   if (role == TensorRole::output || role == TensorRole::untouched_output) return kPoisonBits;
@@ -202,13 +205,15 @@ __global__ void fill_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t
   }
 }
 
-__global__ void check_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t seed, int tensor, CheckTotals* totals) {
+__global__ void check_patterned_canaries_kernel(DeviceTensorView t, std::uint64_t seed, int tensor,
+                                                CheckTotals* totals) {
   ThreadTally tally;
   const std::int64_t span = t.layout.span();
   ATTNRES_GRID_STRIDE(i, span + 2 * t.guard) {
     const std::int64_t offset = i - t.guard;
     if (offset >= 0 && offset < span && t.layout.locate(offset).logical) continue;
-    tally.add(damage_at(offset, span, false, false, false, t.base[offset], patterned_canary(seed, tensor, offset)), offset);
+    tally.add(damage_at(offset, span, false, false, false, t.base[offset], patterned_canary(seed, tensor, offset)),
+              offset);
   }
   tally.flush(totals);
 }
@@ -244,16 +249,18 @@ __device__ double block_sum_in_order(double value) {
 
 // `block_sums` holds each block's (signed error, spacing) sums, added in block order by
 // sum_blocks_in_order_kernel.
-__global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol, CompareTotals* totals,
-                               double* block_sums) {
+__global__ void compare_kernel(DeviceTensorView out, const double* reference, double atol, double rtol,
+                               CompareTotals* totals, double* block_sums) {
   unsigned long long mismatched = 0, nans = 0, infs = 0, max_abs = 0, max_rel = 0, finite_pairs = 0;
   double signed_errors = 0, spacings = 0;
   const std::int64_t columns = out.layout.columns;
   ATTNRES_GRID_STRIDE(i, out.layout.rows() * columns) {
     const double got = bf16_to_float(out.at(i / columns, i % columns));
     const double want = reference[i];
-    if (got != got) ++nans;
-    else if (!is_finite_value(got)) ++infs;
+    if (got != got)
+      ++nans;
+    else if (!is_finite_value(got))
+      ++infs;
     const double difference = output_difference(got, want);
     if (output_mismatch(got, want, difference, atol, rtol)) ++mismatched;
     max_abs = max(max_abs, order_bits(difference));
@@ -304,11 +311,13 @@ constexpr int kCellThreads = 128;
 
 // One block per cell: the largest difference and the mismatches among the cell's elements.
 __global__ void error_map_kernel(DeviceTensorView out, const double* reference, double atol, double rtol,
-                                 std::int64_t rows, std::int64_t columns, double* max_error, unsigned long long* mismatched) {
+                                 std::int64_t rows, std::int64_t columns, double* max_error,
+                                 unsigned long long* mismatched) {
   const std::int64_t cell_row = blockIdx.x / columns, cell_column = blockIdx.x % columns;
   // Cell r holds the t with floor(t * rows / T) == r: t in [ceil(r * T / rows), ceil((r + 1) * T / rows)).
   const std::int64_t tokens = out.layout.rows(), hidden = out.layout.columns;
-  const std::int64_t t_begin = (cell_row * tokens + rows - 1) / rows, t_end = ((cell_row + 1) * tokens + rows - 1) / rows;
+  const std::int64_t t_begin = (cell_row * tokens + rows - 1) / rows,
+                     t_end = ((cell_row + 1) * tokens + rows - 1) / rows;
   const std::int64_t h_begin = (cell_column * hidden + columns - 1) / columns;
   const std::int64_t h_end = ((cell_column + 1) * hidden + columns - 1) / columns;
   const std::int64_t width = h_end - h_begin;
@@ -362,7 +371,8 @@ void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaSt
   ATTNRES_CHECK_LAUNCH("fill_rows_kernel");
 }
 
-void fill_alternating_rows_on_device(const DeviceTensorView& tensor, const bf16_bits (&values)[2], cudaStream_t stream) {
+void fill_alternating_rows_on_device(const DeviceTensorView& tensor, const bf16_bits (&values)[2],
+                                     cudaStream_t stream) {
   const std::int64_t elements = tensor.layout.rows() * tensor.layout.columns;
   if (elements == 0) return;
   fill_alternating_rows_kernel<<<grid_for(elements), kThreads, 0, stream>>>(tensor, values[0], values[1]);
@@ -433,8 +443,8 @@ TensorTally check_patterned_canaries_on_device(const DeviceTensorView& tensor, s
 TensorTally check_tensor_on_device(const DeviceTensorView& tensor, TensorRole role, const PristineValues& pristine,
                                    const ResidualSources& residual, cudaStream_t stream) {
   TensorTally tally = tally_on_device(stream, [&](CheckTotals* totals) {
-    check_kernel<<<grid_for(tensor.layout.span() + 2 * tensor.guard), kThreads, 0, stream>>>(tensor, role, pristine, residual,
-                                                                                             totals);
+    check_kernel<<<grid_for(tensor.layout.span() + 2 * tensor.guard), kThreads, 0, stream>>>(tensor, role, pristine,
+                                                                                             residual, totals);
     ATTNRES_CHECK_LAUNCH("check_kernel");
   });
   const std::int64_t state = tally.first[int(Damage::state_mismatch)];
@@ -490,8 +500,8 @@ void error_map_on_device(const DeviceTensorView& output, const double* reference
   if (cells == 0) return;  // T = 0
   DeviceBuffer<double> largest(cells);
   DeviceBuffer<unsigned long long> counts(cells);
-  error_map_kernel<<<unsigned(cells), kCellThreads, 0, stream>>>(output, reference, atol, rtol, rows, columns, largest.get(),
-                                                                  counts.get());
+  error_map_kernel<<<unsigned(cells), kCellThreads, 0, stream>>>(output, reference, atol, rtol, rows, columns,
+                                                                 largest.get(), counts.get());
   ATTNRES_CHECK_LAUNCH("error_map_kernel");
   ATTNRES_CUDA_CHECK(cudaMemcpyAsync(max_error, largest.get(), largest.bytes(), cudaMemcpyDeviceToHost, stream));
   static_assert(sizeof(std::int64_t) == sizeof(unsigned long long), "counts are copied as they are");

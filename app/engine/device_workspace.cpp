@@ -5,13 +5,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include "app/engine/device_checks.h"
 #include "app/casefile/input_checksum.h"
+#include "app/engine/device_checks.h"
 #include "kernels/common/checked_size.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device_buffer.h"
-#include "kernels/common/kernel_errors.h"
 #include "kernels/common/device_generator.h"
+#include "kernels/common/kernel_errors.h"
 #include "reference/cublas_reference.h"
 
 namespace attnres {
@@ -42,13 +42,16 @@ class DeviceWorkspace : public CaseWorkspace {
     });
   }
 
-  void restore_inputs() override { guarded([&] { make_inputs(); }); }
+  void restore_inputs() override {
+    guarded([&] { make_inputs(); });
+  }
 
   std::vector<std::pair<std::string, std::string>> input_checksums() override {
     std::vector<std::pair<std::string, std::string>> sums;
     guarded([&] {
       for (std::size_t i = 0; i < kOutput; ++i)
-        if (!layouts_[i].empty()) sums.emplace_back(layouts_[i].name, checksum_text(checksum_on_device(view(i), nullptr)));
+        if (!layouts_[i].empty())
+          sums.emplace_back(layouts_[i].name, checksum_text(checksum_on_device(view(i), nullptr)));
     });
     return sums;
   }
@@ -73,7 +76,8 @@ class DeviceWorkspace : public CaseWorkspace {
   ProbeCall run_probe_call(KernelEntry& kernel, const LaunchOptions& options, std::uint64_t canary_seed) override {
     ProbeCall probe;
     guarded([&] {
-      for (std::size_t i = 0; i < storage_.size(); ++i) fill_patterned_canaries_on_device(view(i), canary_seed, int(i), nullptr);
+      for (std::size_t i = 0; i < storage_.size(); ++i)
+        fill_patterned_canaries_on_device(view(i), canary_seed, int(i), nullptr);
       fill_alternating_rows_on_device(view(kOutput), kFinitePoisonBits, nullptr);
       try {
         launch_and_wait(kernel, options);
@@ -86,8 +90,8 @@ class DeviceWorkspace : public CaseWorkspace {
       probe.canaries_overwritten = exactness_report(tallies, layouts_, shape_, false).violations;
       if (!probe.refused) {
         probe_output_.emplace(storage_[kOutput].size());
-        ATTNRES_CUDA_CHECK(
-            cudaMemcpy(probe_output_->get(), storage_[kOutput].get(), storage_[kOutput].bytes(), cudaMemcpyDeviceToDevice));
+        ATTNRES_CUDA_CHECK(cudaMemcpy(probe_output_->get(), storage_[kOutput].get(), storage_[kOutput].bytes(),
+                                      cudaMemcpyDeviceToDevice));
       }
       make_inputs();
     });
@@ -96,7 +100,8 @@ class DeviceWorkspace : public CaseWorkspace {
 
   OutputDifference difference_from_probe_call() override {
     OutputDifference d;
-    const DeviceTensorView kept{probe_output_->get() + layouts_[kOutput].guard(), layouts_[kOutput], layouts_[kOutput].guard()};
+    const DeviceTensorView kept{probe_output_->get() + layouts_[kOutput].guard(), layouts_[kOutput],
+                                layouts_[kOutput].guard()};
     guarded([&] { d = output_bits_difference_on_device(view(kOutput), kept, nullptr); });
     return d;
   }
@@ -126,7 +131,8 @@ class DeviceWorkspace : public CaseWorkspace {
     guarded([&] {
       artifacts.after = download();
       artifacts.reference.resize(reference_.size());
-      ATTNRES_CUDA_CHECK(cudaMemcpy(artifacts.reference.data(), reference_.get(), reference_.bytes(), cudaMemcpyDeviceToHost));
+      ATTNRES_CUDA_CHECK(
+          cudaMemcpy(artifacts.reference.data(), reference_.get(), reference_.bytes(), cudaMemcpyDeviceToHost));
     });
     return artifacts;
   }
@@ -199,7 +205,8 @@ class DeviceWorkspace : public CaseWorkspace {
     fill_rows_on_device(view(kOutput), kPoisonBits, nullptr);
     for (std::size_t i = 0; i < kOutput; ++i) {
       if (!pristine_copies_.empty()) {
-        ATTNRES_CUDA_CHECK(cudaMemcpy(storage_[i].get(), pristine_copies_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
+        ATTNRES_CUDA_CHECK(
+            cudaMemcpy(storage_[i].get(), pristine_copies_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
       } else {
         const DeviceTensorView v = view(i);
         generate_on_device(v.data(), v.layout, pristine_[i].key, pristine_[i].dist, nullptr);
@@ -224,7 +231,8 @@ class DeviceWorkspace : public CaseWorkspace {
     CaseTensors host = allocate_case_tensors(shape_, strides_);
     const std::vector<HostTensor*> tensors = host.all();
     for (std::size_t i = 0; i < tensors.size(); ++i)
-      ATTNRES_CUDA_CHECK(cudaMemcpy(tensors[i]->storage.data(), storage_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToHost));
+      ATTNRES_CUDA_CHECK(
+          cudaMemcpy(tensors[i]->storage.data(), storage_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToHost));
     return host;
   }
 
@@ -242,8 +250,8 @@ class DeviceWorkspace : public CaseWorkspace {
 
 }  // namespace
 
-std::unique_ptr<CaseWorkspace> make_device_workspace(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts,
-                                                     bool& usable) {
+std::unique_ptr<CaseWorkspace> make_device_workspace(const CaseSpec& spec, const InputSource* inputs,
+                                                     bool keep_artifacts, bool& usable) {
   return std::make_unique<DeviceWorkspace>(spec, inputs, keep_artifacts, usable);
 }
 
@@ -262,7 +270,8 @@ CaseFootprint device_workspace_footprint(const AttnResShape& shape, const AttnRe
   // Host: the replayed tensors while they upload; for a repro bundle the inputs, the tensors
   // after the run and the reference.
   const CheckedSize host_copies = keep_artifacts ? 2 : replayed ? 1 : 0;
-  footprint.host_bytes = (CheckedSize(*tensors) * host_copies + (keep_artifacts ? output_reference : CheckedSize(0))).get();
+  footprint.host_bytes =
+      (CheckedSize(*tensors) * host_copies + (keep_artifacts ? output_reference : CheckedSize(0))).get();
   return footprint;
 }
 

@@ -15,7 +15,9 @@ class HostWorkspace : public CaseWorkspace {
   HostWorkspace(CaseTensors inputs, HostExecutor execute)
       : tensors_(std::move(inputs)), execute_(std::move(execute)), inputs_(tensors_) {}
 
-  std::vector<std::pair<std::string, std::string>> input_checksums() override { return attnres::input_checksums(tensors_); }
+  std::vector<std::pair<std::string, std::string>> input_checksums() override {
+    return attnres::input_checksums(tensors_);
+  }
 
   ReferenceSummary compute_reference() override {
     expected_ = tensors_;
@@ -53,17 +55,25 @@ class HostWorkspace : public CaseWorkspace {
     return probe;
   }
 
-  OutputDifference difference_from_probe_call() override { return output_bits_difference(tensors_.output, probe_output_); }
+  OutputDifference difference_from_probe_call() override {
+    return output_bits_difference(tensors_.output, probe_output_);
+  }
 
-  Comparison compare(double atol, double rtol) override { return compare_output(tensors_.output, reference_, atol, rtol); }
+  Comparison compare(double atol, double rtol) override {
+    return compare_output(tensors_.output, reference_, atol, rtol);
+  }
 
-  ErrorMap error_map(double atol, double rtol) override { return attnres::error_map(tensors_.output, reference_, atol, rtol); }
+  ErrorMap error_map(double atol, double rtol) override {
+    return attnres::error_map(tensors_.output, reference_, atol, rtol);
+  }
 
   ExactnessReport check() override { return check_after_run(tensors_, expected_); }
 
   ExactnessReport check_untouched() override { return attnres::check_untouched(tensors_, inputs_); }
 
-  CaseArtifacts take_artifacts() override { return CaseArtifacts{std::move(inputs_), std::move(tensors_), std::move(reference_)}; }
+  CaseArtifacts take_artifacts() override {
+    return CaseArtifacts{std::move(inputs_), std::move(tensors_), std::move(reference_)};
+  }
 
  private:
   CaseTensors tensors_;

@@ -31,8 +31,9 @@ CaseSpec judged_spec(const CaseSpec& spec, const KernelPreconditions& declared, 
   }
   judged.expect = rule->mode == RefusalMode::must ? Expectation::reject : Expectation::pass_or_reject;
   judged.expected_message = rule->message.empty() ? "" : refusal_message(*rule, spec.shape, spec.strides);
-  expectation = fmt::format("{} {}: {} declares it {}", rule->mode == RefusalMode::must ? "refuse" : "compute or refuse",
-                            message_text(judged.expected_message), declared.source, describe(*rule));
+  expectation =
+      fmt::format("{} {}: {} declares it {}", rule->mode == RefusalMode::must ? "refuse" : "compute or refuse",
+                  message_text(judged.expected_message), declared.source, describe(*rule));
   return judged;
 }
 
@@ -48,7 +49,8 @@ void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, Cas
     result.detail = "rejected: " + message;
   } else if (!spec.expected_message.empty() && spec.expected_message != message) {
     result.disposition = Disposition::unexpected_rejection;
-    result.detail = fmt::format("rejected with another message: got {}, expected {}", quoted_literal(message), quoted_literal(spec.expected_message));
+    result.detail = fmt::format("rejected with another message: got {}, expected {}", quoted_literal(message),
+                                quoted_literal(spec.expected_message));
   } else {
     result.disposition = Disposition::rejected_as_expected;
     result.detail = message;
@@ -59,16 +61,22 @@ void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, Cas
 
 std::string describe_comparison(const Comparison& c) {
   if (c.total == 0) return "no output elements to compare (T = 0)";
-  std::string text = fmt::format("max-abs error {:.4g} at [{}, {}] (got {:.6g}, reference {:.6g}) against atol {:g} + rtol {:g}; {}",
-                                 c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.worst_reference, c.atol,
-                                 c.rtol, c.mismatch_summary());
+  std::string text =
+      fmt::format("max-abs error {:.4g} at [{}, {}] (got {:.6g}, reference {:.6g}) against atol {:g} + rtol {:g}; {}",
+                  c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.worst_reference, c.atol, c.rtol,
+                  c.mismatch_summary());
   if (c.nan_count || c.inf_count) text += fmt::format("; {} NaN, {} Inf in output", c.nan_count, c.inf_count);
-  if (c.prefix_mismatches) text += fmt::format("; prefix not bit-exact in {} elements (first {})", c.prefix_mismatches, c.first_prefix_mismatch);
-  if (c.blocks_mismatches) text += fmt::format("; written block not bit-exact in {} elements (first {})", c.blocks_mismatches, c.first_blocks_mismatch);
+  if (c.prefix_mismatches)
+    text +=
+        fmt::format("; prefix not bit-exact in {} elements (first {})", c.prefix_mismatches, c.first_prefix_mismatch);
+  if (c.blocks_mismatches)
+    text += fmt::format("; written block not bit-exact in {} elements (first {})", c.blocks_mismatches,
+                        c.first_blocks_mismatch);
   if (c.systematic())
-    text += fmt::format("; systematic error: out - ref averages {:+.4g} where the reference's bf16 spacing averages {:.3g}, "
-                        "more than {:g} spacings; a correct kernel's rounding errors average out",
-                        c.mean_error, c.mean_spacing, Comparison::kSystematicSpacings);
+    text += fmt::format(
+        "; systematic error: out - ref averages {:+.4g} where the reference's bf16 spacing averages {:.3g}, "
+        "more than {:g} spacings; a correct kernel's rounding errors average out",
+        c.mean_error, c.mean_spacing, Comparison::kSystematicSpacings);
   return text;
 }
 
@@ -98,10 +106,11 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
     s.reason = "--kernel " + options.kernel;
     s.preconditions = s.kernel->preconditions();
     if (s.kernel->operands() != backend.operand_place())
-      s.unsupported = Unsupported{Unsupported::Kind::here,
-                                  fmt::format("{} takes {} operands, but the {} backend keeps tensors on the {}", s.kernel->name(),
-                                              s.kernel->operands() == OperandPlace::host ? "host (kDLCPU)" : "CUDA device",
-                                              backend.name(), backend.operand_place() == OperandPlace::host ? "host" : "CUDA device")};
+      s.unsupported = Unsupported{
+          Unsupported::Kind::here,
+          fmt::format("{} takes {} operands, but the {} backend keeps tensors on the {}", s.kernel->name(),
+                      s.kernel->operands() == OperandPlace::host ? "host (kDLCPU)" : "CUDA device", backend.name(),
+                      backend.operand_place() == OperandPlace::host ? "host" : "CUDA device")};
     else
       s.unsupported = s.kernel->cannot_implement(spec.shape, strides, device);
     return s;
@@ -128,16 +137,21 @@ Selection select_kernel(const CaseSpec& spec, const Backend& backend, const RunO
 // Why the case does not fit the memory budget, if it does not.
 std::optional<std::string> over_budget(const CaseFootprint& need, const Backend& backend, const RunOptions& options) {
   if (!need.host_bytes || !need.device_bytes) return std::string("its tensor sizes overflow 64-bit byte counts");
-  const std::optional<std::int64_t> host = options.budget.host_bytes ? options.budget.host_bytes : available_host_memory();
+  const std::optional<std::int64_t> host =
+      options.budget.host_bytes ? options.budget.host_bytes : available_host_memory();
   if (host && *need.host_bytes > *host)
-    return fmt::format("needs at most {} of host memory; the budget is {} ({})", describe_bytes(*need.host_bytes),
-                       describe_bytes(*host), options.budget.host_bytes ? "--max-host-memory" : "the memory available; --max-host-memory sets it");
+    return fmt::format(
+        "needs at most {} of host memory; the budget is {} ({})", describe_bytes(*need.host_bytes),
+        describe_bytes(*host),
+        options.budget.host_bytes ? "--max-host-memory" : "the memory available; --max-host-memory sets it");
   if (*need.device_bytes == 0) return std::nullopt;
   const std::optional<std::int64_t> device =
       options.budget.device_bytes ? options.budget.device_bytes : backend.free_device_bytes();
   if (device && *need.device_bytes > *device)
-    return fmt::format("needs at most {} of device memory; the budget is {} ({})", describe_bytes(*need.device_bytes),
-                       describe_bytes(*device), options.budget.device_bytes ? "--max-device-memory" : "the device's free memory; --max-device-memory sets it");
+    return fmt::format(
+        "needs at most {} of device memory; the budget is {} ({})", describe_bytes(*need.device_bytes),
+        describe_bytes(*device),
+        options.budget.device_bytes ? "--max-device-memory" : "the device's free memory; --max-device-memory sets it");
   return std::nullopt;
 }
 
@@ -158,7 +172,8 @@ class Lap {
 // The kernel on the workspace's inputs, judged against its reference. Sets result.comparison
 // only where the kernel ran and the reference could judge it.
 void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace& workspace,
-                  const ReferenceSummary& reference, KernelEntry& kernel, const LaunchOptions& launch, CaseResult& result) {
+                  const ReferenceSummary& reference, KernelEntry& kernel, const LaunchOptions& launch,
+                  CaseResult& result) {
   Lap lap;
   // A probe call first, with the output poisoned by finite values instead of NaN and with other
   // canaries, different per tensor and element: a kernel that reads its output before writing it
@@ -206,9 +221,13 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
     const auto [index, value] = *reference.first_non_finite;
     const std::int64_t hidden = spec.shape.hidden;
     result.disposition = Disposition::error;
-    result.detail = fmt::format("reference is not finite at [{}, {}] ({}): the case's inputs leave the contract undefined "
-                                "there; nothing is judged",
-                                index / hidden, index % hidden, value != value ? "NaN" : value > 0 ? "Infinity" : "-Infinity");
+    result.detail = fmt::format(
+        "reference is not finite at [{}, {}] ({}): the case's inputs leave the contract undefined "
+        "there; nothing is judged",
+        index / hidden, index % hidden,
+        value != value ? "NaN"
+        : value > 0    ? "Infinity"
+                       : "-Infinity");
     return;
   }
   Comparison comparison = workspace.compare(spec.atol, spec.rtol);
@@ -229,16 +248,18 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
   for (const Violation& v : result.violations) violations += "; " + v.to_string();
   std::string reads_output;
   if (probe && probe->refused) {
-    reads_output = "; it refused the same call with the output poisoned with finite values instead of NaN and other canaries";
+    reads_output =
+        "; it refused the same call with the output poisoned with finite values instead of NaN and other canaries";
   } else if (probe) {
     const OutputDifference d = workspace.difference_from_probe_call();
     if (d.count)
-      reads_output = fmt::format("; its output depends on memory it must not read: {} of {} elements differ from a probe call "
-                                 "whose output was poisoned with finite values instead of NaN and whose padding and guards "
-                                 "held other canaries (first at [{}, {}]: 0x{:04x} in the probe call, 0x{:04x} in the judged "
-                                 "call); it reads its output or padding, or is not deterministic",
-                                 d.count, comparison.total, d.first_index / spec.shape.hidden, d.first_index % spec.shape.hidden,
-                                 d.first_before, d.first_now);
+      reads_output = fmt::format(
+          "; its output depends on memory it must not read: {} of {} elements differ from a probe call "
+          "whose output was poisoned with finite values instead of NaN and whose padding and guards "
+          "held other canaries (first at [{}, {}]: 0x{:04x} in the probe call, 0x{:04x} in the judged "
+          "call); it reads its output or padding, or is not deterministic",
+          d.count, comparison.total, d.first_index / spec.shape.hidden, d.first_index % spec.shape.hidden,
+          d.first_before, d.first_now);
   }
   if (spec.expect == Expectation::reject) {
     result.disposition = Disposition::not_rejected;
@@ -248,14 +269,16 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
   } else if (!result.violations.empty()) {
     result.disposition = Disposition::memory_violation;
     result.detail = violations.substr(2) + "; " + describe_comparison(comparison) + reads_output;
-  } else if (!comparison.within_tolerance() || !comparison.exact_state() || comparison.systematic() || !reads_output.empty()) {
+  } else if (!comparison.within_tolerance() || !comparison.exact_state() || comparison.systematic() ||
+             !reads_output.empty()) {
     result.disposition = Disposition::failed;
     result.detail = describe_comparison(comparison) + reads_output;
   } else {
     result.disposition = Disposition::passed;
-    result.detail = spec.shape.tokens == 0 ? "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: "
-                                             "guard regions, padding and inputs unchanged"
-                                           : describe_comparison(comparison);
+    result.detail = spec.shape.tokens == 0
+                        ? "T = 0 (an empty batch): nothing to compute, and the kernel wrote nothing: "
+                          "guard regions, padding and inputs unchanged"
+                        : describe_comparison(comparison);
   }
 }
 
@@ -276,7 +299,8 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
 
 }  // namespace
 
-CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, bool keeps_artifacts, const InputSource* inputs) {
+CaseFootprint case_footprint(const CaseSpec& spec, const Backend& backend, bool keeps_artifacts,
+                             const InputSource* inputs) {
   const AttnResStrides strides = spec.strides;
   CaseFootprint footprint = backend.footprint(spec.shape, strides, keeps_artifacts, inputs != nullptr);
   const std::optional<std::int64_t> tensors = case_storage_bytes(spec.shape, strides);
@@ -294,7 +318,8 @@ std::optional<std::string> budget_refusal(const CaseSpec& spec, const Backend& b
   return over_budget(case_footprint(spec, backend, keeps_artifacts, inputs), backend, options);
 }
 
-std::optional<std::string> host_inputs_refusal(const CaseSpec& spec, const Backend& backend, const RunOptions& options) {
+std::optional<std::string> host_inputs_refusal(const CaseSpec& spec, const Backend& backend,
+                                               const RunOptions& options) {
   CaseFootprint need = case_footprint(spec, backend, true);
   need.device_bytes = 0;
   return over_budget(need, backend, options);

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "app/engine/backend.h"
 #include "app/casefile/case_spec.h"
+#include "app/casefile/host_tensors.h"
+#include "app/engine/backend.h"
 #include "app/engine/checks.h"
 #include "app/engine/disposition.h"
-#include "app/casefile/host_tensors.h"
 #include "app/engine/memory_budget.h"
 
 namespace attnres {

@@ -10,17 +10,20 @@ namespace attnres {
 using nlohmann::json;
 
 std::string results_csv(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
-  std::string csv = csv_row({"name", "disposition", "meets_expectation", "kernel", "backend", "device", "seed", "reference",
-                             "max_abs_error", "worst_t", "worst_h", "mismatched", "total", "nan_count", "inf_count",
-                             "prefix_mismatches", "blocks_mismatches", "damaged_elements", "seconds", "detail"});
+  std::string csv = csv_row(
+      {"name",      "disposition",       "meets_expectation", "kernel",           "backend",    "device", "seed",
+       "reference", "max_abs_error",     "worst_t",           "worst_h",          "mismatched", "total",  "nan_count",
+       "inf_count", "prefix_mismatches", "blocks_mismatches", "damaged_elements", "seconds",    "detail"});
   for (const CaseResult& r : results) {
-    std::vector<std::string> row{r.name, to_string(r.disposition), meets_expectation(r.disposition) ? "true" : "false",
-                                 r.kernel, r.backend, r.device, std::to_string(r.seed)};
+    std::vector<std::string> row{
+        r.name,   to_string(r.disposition), meets_expectation(r.disposition) ? "true" : "false", r.kernel, r.backend,
+        r.device, std::to_string(r.seed)};
     if (const auto& c = r.comparison) {
       for (const std::string& cell :
-           {c->reference, fmt::format("{}", c->max_abs_error), std::to_string(c->worst_token), std::to_string(c->worst_column),
-            std::to_string(c->mismatched), std::to_string(c->total), std::to_string(c->nan_count), std::to_string(c->inf_count),
-            std::to_string(c->prefix_mismatches), std::to_string(c->blocks_mismatches)})
+           {c->reference, fmt::format("{}", c->max_abs_error), std::to_string(c->worst_token),
+            std::to_string(c->worst_column), std::to_string(c->mismatched), std::to_string(c->total),
+            std::to_string(c->nan_count), std::to_string(c->inf_count), std::to_string(c->prefix_mismatches),
+            std::to_string(c->blocks_mismatches)})
         row.push_back(cell);
     } else {
       row.insert(row.end(), 10, "");

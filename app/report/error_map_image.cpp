@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -93,22 +93,25 @@ Rgb cell_colour(const ErrorMap& map, std::size_t cell) {
   const double e = map.max_error[cell];
   if (!std::isfinite(e)) return {0, 0, 0};
   const Scale s = scale_of(map);
-  const double t = std::clamp((std::log10(std::max(e, s.low)) - std::log10(s.low)) / (std::log10(s.high) - std::log10(s.low)), 0.0, 1.0);
+  const double t = std::clamp(
+      (std::log10(std::max(e, s.low)) - std::log10(s.low)) / (std::log10(s.high) - std::log10(s.low)), 0.0, 1.0);
   if (map.mismatched[cell]) {
     // Out of tolerance: by the share of the cell's elements that are.
     auto span = [](std::int64_t index, std::int64_t elements, std::int64_t cells) {
       return ((index + 1) * elements + cells - 1) / cells - (index * elements + cells - 1) / cells;
     };
     const std::int64_t r = std::int64_t(cell) / map.columns, c = std::int64_t(cell) % map.columns;
-    const double share = double(map.mismatched[cell]) / double(span(r, map.tokens, map.rows) * span(c, map.hidden, map.columns));
+    const double share =
+        double(map.mismatched[cell]) / double(span(r, map.tokens, map.rows) * span(c, map.hidden, map.columns));
     return mix({253, 174, 97}, {165, 0, 38}, share);
   }
   return mix({31, 59, 115}, {94, 201, 98}, t);
 }
 
 std::string error_map_svg(const ErrorMap& map, int cell_width, int cell_height) {
-  std::string svg = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" shape-rendering="crispEdges">)",
-                                map.columns * cell_width, map.rows * cell_height);
+  std::string svg =
+      fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" shape-rendering="crispEdges">)",
+                  map.columns * cell_width, map.rows * cell_height);
   for (std::int64_t r = 0; r < map.rows; ++r)
     for (std::int64_t c = 0; c < map.columns; ++c) {
       const Rgb rgb = cell_colour(map, std::size_t(r * map.columns + c));

@@ -15,7 +15,9 @@ std::string html_page(const std::vector<CaseResult>& results, const std::vector<
   const RunSummary summary = summarize(results, load_errors);
   std::string counts;
   for (int d = 0; d < kDispositionCount; ++d)
-    if (summary.by_disposition[d]) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", summary.by_disposition[d], to_string(Disposition(d)));
+    if (summary.by_disposition[d])
+      counts +=
+          fmt::format("{}{} {}", counts.empty() ? "" : ", ", summary.by_disposition[d], to_string(Disposition(d)));
   std::string page = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>attnres-check report</title>
 <style>
@@ -27,20 +29,24 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.5em; }
 </style></head><body>
 )";
   page += fmt::format("<h1>attnres-check: {}</h1>\n", summary.all_met() ? "every case met its expectation"
-                                                                          : "some cases did not meet their expectations");
+                                                                        : "some cases did not meet their expectations");
   page += fmt::format("<p>{} case{}: {}; {} bad case-file entr{}.</p>\n", summary.total, summary.total == 1 ? "" : "s",
-                      xml_escape(counts.empty() ? "none run" : counts), summary.load_errors, summary.load_errors == 1 ? "y" : "ies");
+                      xml_escape(counts.empty() ? "none run" : counts), summary.load_errors,
+                      summary.load_errors == 1 ? "y" : "ies");
   page += fmt::format("<p>backend {}, device {}, kernel {}, {} on {}</p>\n", xml_escape(context.backend),
                       xml_escape(context.device), xml_escape(context.kernel), xml_escape(context.timestamp),
                       xml_escape(context.hostname));
-  for (const CaseLoadError& e : load_errors) page += fmt::format("<p class=\"unmet\">bad case: {}</p>\n", xml_escape(e.to_string()));
-  page += "<table><tr><th>verdict</th><th>case</th><th>kernel</th><th>max-abs</th><th>mismatched</th><th>seed</th></tr>\n";
+  for (const CaseLoadError& e : load_errors)
+    page += fmt::format("<p class=\"unmet\">bad case: {}</p>\n", xml_escape(e.to_string()));
+  page +=
+      "<table><tr><th>verdict</th><th>case</th><th>kernel</th><th>max-abs</th><th>mismatched</th><th>seed</th></tr>\n";
   for (const CaseResult& r : results) {
     const bool met = meets_expectation(r.disposition);
-    page += fmt::format("<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                        met ? "met" : "unmet", to_string(r.disposition), xml_escape(r.name), xml_escape(r.kernel),
-                        r.comparison ? fmt::format("{:.4g}", r.comparison->max_abs_error) : "-",
-                        r.comparison ? fmt::format("{} / {}", r.comparison->mismatched, r.comparison->total) : "-", r.seed);
+    page +=
+        fmt::format("<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                    met ? "met" : "unmet", to_string(r.disposition), xml_escape(r.name), xml_escape(r.kernel),
+                    r.comparison ? fmt::format("{:.4g}", r.comparison->max_abs_error) : "-",
+                    r.comparison ? fmt::format("{} / {}", r.comparison->mismatched, r.comparison->total) : "-", r.seed);
   }
   page += "</table>\n";
   for (const CaseResult& r : results) {
@@ -48,12 +54,15 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.5em; }
     page += fmt::format("<h2 class=\"unmet\">{}: {}</h2>\n<p>{}</p>\n<pre>{}</pre>\n", xml_escape(r.name),
                         to_string(r.disposition), xml_escape(r.location), xml_escape(r.detail));
     if (const auto& map = r.error_map) {
-      page += fmt::format("<p>|out &minus; ref| over [T={}, H={}], tokens down, hidden across; each cell the largest "
-                          "difference of its elements, log scale:</p>\n",
-                          map->tokens, map->hidden);
-      page += "<p class=\"legend\"><span style=\"background:#1f3b73\"></span>to<span style=\"background:#5ec962\"></span>"
-              "within tolerance (log |out &minus; ref|)<span style=\"background:#fdae61\"></span>to<span "
-              "style=\"background:#a50026\"></span>some to all of the cell out of tolerance<span style=\"background:#000\"></span>non-finite</p>\n";
+      page += fmt::format(
+          "<p>|out &minus; ref| over [T={}, H={}], tokens down, hidden across; each cell the largest "
+          "difference of its elements, log scale:</p>\n",
+          map->tokens, map->hidden);
+      page +=
+          "<p class=\"legend\"><span style=\"background:#1f3b73\"></span>to<span style=\"background:#5ec962\"></span>"
+          "within tolerance (log |out &minus; ref|)<span style=\"background:#fdae61\"></span>to<span "
+          "style=\"background:#a50026\"></span>some to all of the cell out of tolerance<span "
+          "style=\"background:#000\"></span>non-finite</p>\n";
       const int cell_width = int(std::max<std::int64_t>(2, 1024 / std::max<std::int64_t>(map->columns, 1)));
       const int cell_height = int(std::max<std::int64_t>(2, 384 / std::max<std::int64_t>(map->rows, 1)));
       page += error_map_svg(*map, cell_width, cell_height) + "\n";
@@ -63,7 +72,9 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.5em; }
 }
 
 extern const ReportFormat kHtmlReport{
-    "--html", "write one self-contained HTML page here: the summary, every case, and each case that did not meet its "
-    "expectation with its message and error map", true, html_page};
+    "--html",
+    "write one self-contained HTML page here: the summary, every case, and each case that did not meet its "
+    "expectation with its message and error map",
+    true, html_page};
 
 }  // namespace attnres

@@ -52,8 +52,12 @@ LoadedReport report_from_json(const json& j) {
     schema_version_of(j.at("schema_version"), kReportSchemaVersion);
     LoadedReport report;
     RunContext& c = report.context;
-    for (auto [field, value] : {std::pair{"backend", &c.backend}, {"device", &c.device}, {"command_line", &c.command_line},
-                                {"kernel", &c.kernel}, {"timestamp", &c.timestamp}, {"hostname", &c.hostname}}) {
+    for (auto [field, value] : {std::pair{"backend", &c.backend},
+                                {"device", &c.device},
+                                {"command_line", &c.command_line},
+                                {"kernel", &c.kernel},
+                                {"timestamp", &c.timestamp},
+                                {"hostname", &c.hostname}}) {
       at = std::string("/") + field;
       *value = j.at(field).get<std::string>();
     }
@@ -69,8 +73,8 @@ LoadedReport report_from_json(const json& j) {
     for (std::size_t i = 0; i < errors.size(); ++i) {
       at = fmt::format("/load_errors/{}", i);
       const json& e = errors.at(i);
-      report.load_errors.push_back({e.at("file").get<std::string>(), e.at("pointer").get<std::string>(),
-                                    e.at("message").get<std::string>()});
+      report.load_errors.push_back(
+          {e.at("file").get<std::string>(), e.at("pointer").get<std::string>(), e.at("message").get<std::string>()});
     }
     at = "/cases";
     const json& cases = j.at("cases");

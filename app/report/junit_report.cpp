@@ -23,7 +23,8 @@ std::string file_of(const std::string& location) { return location.substr(0, loc
 std::string relative_to_roots(const std::string& file, const std::vector<std::string>& roots) {
   namespace fs = std::filesystem;
   for (const std::string& root : roots) {
-    if (fs::path(file).lexically_normal() == fs::path(root).lexically_normal()) return fs::path(file).filename().string();
+    if (fs::path(file).lexically_normal() == fs::path(root).lexically_normal())
+      return fs::path(file).filename().string();
     const fs::path relative = fs::path(file).lexically_relative(root);
     if (!relative.empty() && *relative.begin() != ".." && *relative.begin() != ".") return relative.generic_string();
   }
@@ -71,9 +72,9 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
                         to_string(r.disposition), xml_escape(r.kernel), xml_escape(r.dispatch_reason),
                         r.layout_guard ? "on" : "off", xml_escape(r.detail),
                         r.kernel_context.empty() ? "" : "\n" + xml_escape(r.kernel_context));
-    suite.body += fmt::format("    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
-                              xml_escape(relative_to_roots(file_of(r.location), context.case_roots)), xml_escape(r.name),
-                              r.seconds, body);
+    suite.body += fmt::format(
+        "    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
+        xml_escape(relative_to_roots(file_of(r.location), context.case_roots)), xml_escape(r.name), r.seconds, body);
   }
   for (const CaseLoadError& e : load_errors) {
     Suite& suite = suites[e.file];
@@ -83,8 +84,7 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
         "    <testcase classname=\"attnres-check.{}\" name=\"load {}\" time=\"0\">\n"
         "      <error type=\"bad-case\" message=\"{}\">{}</error>\n    </testcase>\n",
         xml_escape(relative_to_roots(e.file, context.case_roots)), xml_escape(e.pointer.empty() ? "file" : e.pointer),
-        xml_escape(junit_message(e.message)),
-        xml_escape(e.to_string()));
+        xml_escape(junit_message(e.message)), xml_escape(e.to_string()));
   }
   int tests = 0, failures = 0, errors = 0, skipped = 0;
   double time = 0;
@@ -112,10 +112,12 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
   }
   return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<testsuites name=\"attnres-check\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}</testsuites>\n",
+      "<testsuites name=\"attnres-check\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" "
+      "time=\"{:.3f}\">\n{}</testsuites>\n",
       tests, failures, errors, skipped, time, body);
 }
 
-extern const ReportFormat kJunitReport{"--junit", "write JUnit XML here (one testsuite per case file)", false, junit_xml};
+extern const ReportFormat kJunitReport{"--junit", "write JUnit XML here (one testsuite per case file)", false,
+                                       junit_xml};
 
 }  // namespace attnres

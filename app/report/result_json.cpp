@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <string>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -28,8 +28,9 @@ double number_from_json(const json& value) {
   if (value == "Infinity") return INFINITY;
   if (value == "-Infinity") return -INFINITY;
   // Never the value itself: it may be a document's whole sub-tree.
-  throw std::invalid_argument(std::string("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", got ") +
-                              (value.is_string() ? quoted_literal(value.get<std::string>().substr(0, 40)) : value.type_name()));
+  throw std::invalid_argument(
+      std::string("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", got ") +
+      (value.is_string() ? quoted_literal(value.get<std::string>().substr(0, 40)) : value.type_name()));
 }
 
 json result_json(const CaseResult& r) {
@@ -84,12 +85,13 @@ json result_json(const CaseResult& r) {
   }
   j["violations"] = json::array();
   for (const Violation& v : r.violations)
-    j["violations"].push_back({{"tensor", v.tensor}, {"kind", v.kind}, {"row", v.row}, {"col", v.col}, {"count", v.count}});
+    j["violations"].push_back(
+        {{"tensor", v.tensor}, {"kind", v.kind}, {"row", v.row}, {"col", v.col}, {"count", v.count}});
   if (const auto& map = r.error_map) {
     json cells = json::array();
     for (const double e : map->max_error) cells.push_back(json_number(e));
-    j["error_map"] = {{"rows", map->rows}, {"columns", map->columns}, {"tokens", map->tokens}, {"hidden", map->hidden},
-                      {"max_error", cells}, {"mismatched", map->mismatched}};
+    j["error_map"] = {{"rows", map->rows},     {"columns", map->columns}, {"tokens", map->tokens},
+                      {"hidden", map->hidden}, {"max_error", cells},      {"mismatched", map->mismatched}};
   } else {
     j["error_map"] = nullptr;
   }
@@ -125,7 +127,8 @@ std::int64_t index_of(const json& value, const std::string& field) { return inte
 int schema_version_of(const json& value, int newest) {
   const bool newer = value.is_number_unsigned() ? value.get<std::uint64_t>() > std::uint64_t(newest)
                                                 : value.is_number_integer() && value.get<std::int64_t>() > newest;
-  if (newer) throw std::invalid_argument(fmt::format("schema_version {} is newer than this tool's ({})", value.dump(), newest));
+  if (newer)
+    throw std::invalid_argument(fmt::format("schema_version {} is newer than this tool's ({})", value.dump(), newest));
   return int(integer_in(value, "schema_version", 1, newest));
 }
 
@@ -152,7 +155,7 @@ CaseResult result_from_json(const json& j) {
   r.seconds = j.at("seconds").get<double>();
   const json& t = j.at("timings");
   r.timings = {t.at("generate").get<double>(), t.at("kernel").get<double>(), t.at("reference").get<double>(),
-               t.at("compare").get<double>(), t.at("checks").get<double>(), t.value("report", 0.0)};
+               t.at("compare").get<double>(),  t.at("checks").get<double>(), t.value("report", 0.0)};
   if (!j.at("rejection").is_null()) r.rejection = j.at("rejection").get<std::string>();
   r.kernel_context = j.at("kernel_context").get<std::string>();
   if (const json& c = j.at("comparison"); !c.is_null()) {
@@ -182,7 +185,8 @@ CaseResult result_from_json(const json& j) {
     r.violations.push_back({v.at("tensor").get<std::string>(), v.at("kind").get<std::string>(),
                             index_of(v.at("row"), "violations/row"), index_of(v.at("col"), "violations/col"),
                             count_of(v.at("count"), "violations/count")});
-  for (const auto& [name, sum] : j.at("input_checksums").items()) r.input_checksums.emplace_back(name, sum.get<std::string>());
+  for (const auto& [name, sum] : j.at("input_checksums").items())
+    r.input_checksums.emplace_back(name, sum.get<std::string>());
   // Reports written before error maps have none.
   if (const auto map = j.find("error_map"); map != j.end() && !map->is_null()) {
     ErrorMap& out = r.error_map.emplace();
@@ -194,14 +198,16 @@ CaseResult result_from_json(const json& j) {
     for (const json& m : map->at("mismatched")) out.mismatched.push_back(count_of(m, "error_map/mismatched"));
     // A report given to merge may come from anywhere: the map must have the shape this tool
     // gives a [tokens, hidden] output (empty_error_map) before anything walks its cells.
-    const bool sizes_in_range = out.tokens >= 0 && out.tokens <= kMaxTokens && out.hidden >= 0 && out.hidden <= kMaxHidden;
+    const bool sizes_in_range =
+        out.tokens >= 0 && out.tokens <= kMaxTokens && out.hidden >= 0 && out.hidden <= kMaxHidden;
     if (!sizes_in_range || out.rows != std::min(out.tokens, kErrorMapRows) ||
         out.columns != std::min(out.hidden, kErrorMapColumns) ||
         out.max_error.size() != std::size_t(out.rows * out.columns) || out.mismatched.size() != out.max_error.size())
-      throw std::invalid_argument(fmt::format("error_map: {} x {} cells of {} and {} values for a [{}, {}] output; "
-                                              "this tool maps one onto min(T, {}) x min(H, {}) cells",
-                                              out.rows, out.columns, out.max_error.size(), out.mismatched.size(),
-                                              out.tokens, out.hidden, kErrorMapRows, kErrorMapColumns));
+      throw std::invalid_argument(
+          fmt::format("error_map: {} x {} cells of {} and {} values for a [{}, {}] output; "
+                      "this tool maps one onto min(T, {}) x min(H, {}) cells",
+                      out.rows, out.columns, out.max_error.size(), out.mismatched.size(), out.tokens, out.hidden,
+                      kErrorMapRows, kErrorMapColumns));
   }
   return r;
 }

@@ -16,9 +16,9 @@ struct RunContext {
   std::string device;
   std::vector<std::string> native_images;
   std::string command_line;
-  std::string kernel;  // the kernel under test (--kernel), or how each case's kernel was chosen
+  std::string kernel;                   // the kernel under test (--kernel), or how each case's kernel was chosen
   std::vector<std::string> case_roots;  // the paths given on the command line (JUnit class names are relative to them)
-  std::string timestamp;  // when the run started, ISO 8601 UTC
+  std::string timestamp;                // when the run started, ISO 8601 UTC
   std::string hostname;
   std::string shard;  // "k/n" of run --shard; empty: every selected case
 };

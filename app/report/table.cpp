@@ -23,14 +23,16 @@ const char* color_of(Disposition d) {
 std::string summary_line(const RunSummary& summary) {
   std::string parts;
   for (int d = 0; d < kDispositionCount; ++d)
-    if (summary.by_disposition[d]) parts += fmt::format(", {} {}", summary.by_disposition[d], to_string(Disposition(d)));
+    if (summary.by_disposition[d])
+      parts += fmt::format(", {} {}", summary.by_disposition[d], to_string(Disposition(d)));
   if (summary.load_errors)
     parts += fmt::format(", {} bad case-file entr{}", summary.load_errors, summary.load_errors == 1 ? "y" : "ies");
   const int unmet = summary.total - summary.met + summary.load_errors;
   return fmt::format("{} case{}{}: {}", summary.total, summary.total == 1 ? "" : "s", parts,
-                     summary.all_met() ? (summary.total == 1 ? "it met its expectation" : "every case met its expectation")
-                     : unmet == 1      ? "1 did not meet its expectation"
-                                       : fmt::format("{} did not meet their expectations", unmet));
+                     summary.all_met()
+                         ? (summary.total == 1 ? "it met its expectation" : "every case met its expectation")
+                     : unmet == 1 ? "1 did not meet its expectation"
+                                  : fmt::format("{} did not meet their expectations", unmet));
 }
 
 // The first line of `text`, cut to `width` characters with a visible marker.
@@ -72,18 +74,20 @@ std::string table_rows(const CaseResult& r, const TableStyle& style) {
     mismatched = fmt::format("{}/{}", r.comparison->mismatched, r.comparison->total);
   }
   const std::string verdict = fmt::format("{:<21}", to_string(r.disposition));
-  std::string out = fmt::format("{}{}{} {:<{}} {:<{}} {:>10} {:>14}\n", style.color ? color_of(r.disposition) : "", verdict,
-                                reset, printable(r.name), style.case_width, printable(r.kernel), style.kernel_width,
-                                max_abs, mismatched);
+  std::string out =
+      fmt::format("{}{}{} {:<{}} {:<{}} {:>10} {:>14}\n", style.color ? color_of(r.disposition) : "", verdict, reset,
+                  printable(r.name), style.case_width, printable(r.kernel), style.kernel_width, max_abs, mismatched);
   // Why a case went the way it did is worth a line where it did not meet its expectation.
   if (!met || style.verbosity == Verbosity::verbose) {
-    out += fmt::format("  {}why: {}{}\n", dim, printable(r.dispatch_reason.empty() ? r.detail : r.dispatch_reason), reset);
+    out +=
+        fmt::format("  {}why: {}{}\n", dim, printable(r.dispatch_reason.empty() ? r.detail : r.dispatch_reason), reset);
     out += fmt::format("  {}\n", printable(r.detail));
   }
   if (style.timings) {
     const PhaseTimes& p = r.timings;
-    out += fmt::format("  {}time: {:.3f} s (generate {:.3f}, kernel {:.3f}, reference {:.3f}, compare {:.3f}, checks {:.3f}){}\n",
-                       dim, r.seconds, p.generate, p.kernel, p.reference, p.compare, p.checks, reset);
+    out += fmt::format(
+        "  {}time: {:.3f} s (generate {:.3f}, kernel {:.3f}, reference {:.3f}, compare {:.3f}, checks {:.3f}){}\n", dim,
+        r.seconds, p.generate, p.kernel, p.reference, p.compare, p.checks, reset);
   }
   return out;
 }
@@ -93,13 +97,15 @@ std::string table_footer(const std::vector<CaseResult>& results, const std::vect
   const char* red = style.color ? "\033[31m" : "";
   const char* reset = style.color ? "\033[0m" : "";
   std::string out;
-  for (const CaseLoadError& e : load_errors) out += fmt::format("{}{:<21}{} {}\n", red, "bad-case", reset, printable(e.to_string()));
+  for (const CaseLoadError& e : load_errors)
+    out += fmt::format("{}{:<21}{} {}\n", red, "bad-case", reset, printable(e.to_string()));
   // pytest's short summary: every case that did not meet its expectation, one line each.
   std::string unmet;
   for (const CaseResult& r : results)
     if (!meets_expectation(r.disposition))
-      unmet += fmt::format("  {}{:<21}{} {} (seed {}): {}\n", style.color ? color_of(r.disposition) : "",
-                           to_string(r.disposition), reset, printable(r.name), r.seed, printable(one_line(r.detail, 160)));
+      unmet +=
+          fmt::format("  {}{:<21}{} {} (seed {}): {}\n", style.color ? color_of(r.disposition) : "",
+                      to_string(r.disposition), reset, printable(r.name), r.seed, printable(one_line(r.detail, 160)));
   for (const CaseLoadError& e : load_errors)
     unmet += fmt::format("  {}{:<21}{} {}\n", red, "bad-case", reset, printable(one_line(e.to_string(), 160)));
   if (!unmet.empty()) out += "not meeting their expectations:\n" + unmet;

@@ -21,9 +21,12 @@ NativeImages parse_native_images(const std::string& list) {
   while (start <= list.size()) {
     const std::size_t end = std::min(list.find(',', start), list.size());
     const std::string image = list.substr(start, end - start);
-    if (image == "sm_90a") images.sm90a = true;
-    else if (image == "sm_100a") images.sm100a = true;
-    else throw UsageError(fmt::format("--native-images: unknown image \"{}\" (known: sm_90a, sm_100a, none)", image));
+    if (image == "sm_90a")
+      images.sm90a = true;
+    else if (image == "sm_100a")
+      images.sm100a = true;
+    else
+      throw UsageError(fmt::format("--native-images: unknown image \"{}\" (known: sm_90a, sm_100a, none)", image));
     start = end + 1;
   }
   return images;
@@ -40,9 +43,10 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
     throw UsageError(e.what());
   }
   if (!spec.external())
-    throw UsageError(fmt::format("--kernel: unknown kernel \"{}\" (built-in: {}; external: so:PATH[:SYMBOL], "
-                                 "torch-op:NAMESPACE::OP, python:MODULE:FUNCTION)",
-                                 kernel, fmt::join(backend->kernels().names(), ", ")));
+    throw UsageError(
+        fmt::format("--kernel: unknown kernel \"{}\" (built-in: {}; external: so:PATH[:SYMBOL], "
+                    "torch-op:NAMESPACE::OP, python:MODULE:FUNCTION)",
+                    kernel, fmt::join(backend->kernels().names(), ", ")));
   try {
     ExternalKernelOptions external{options.torch_library, options.signature, backend->operand_place()};
     if (!options.profile.empty()) external.preconditions = load_kernel_profile(options.profile);
@@ -57,11 +61,15 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note, const std::string& cuda_required_by) {
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note,
+                                      const std::string& cuda_required_by) {
   if (options.backend == "cpu") {
     const std::optional<DeviceDescription> model = parse_device_model(options.device_model);
-    if (!model) throw UsageError(fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
-    const NativeImages images = options.native_images ? parse_native_images(*options.native_images) : native_images_from_build();
+    if (!model)
+      throw UsageError(
+          fmt::format("--device-model: expected sm_<major><minor> or none, got \"{}\"", options.device_model));
+    const NativeImages images =
+        options.native_images ? parse_native_images(*options.native_images) : native_images_from_build();
     return with_kernel(make_cpu_backend(*model, images), options);
   }
   if (options.native_images) throw UsageError("--native-images applies to --backend cpu only");

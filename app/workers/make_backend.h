@@ -12,6 +12,7 @@ namespace attnres {
 // The backend the options ask for; `note` explains a fallback. Throws UsageError. Where the
 // backend must be a CUDA device (--backend cuda, or `cuda_required_by` names the option that
 // asks for one, such as "--devices all"), no device is the run's error, named after that option.
-std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note, const std::string& cuda_required_by = "");
+std::unique_ptr<Backend> make_backend(const BackendOptions& options, std::string& note,
+                                      const std::string& cuda_required_by = "");
 
 }  // namespace attnres

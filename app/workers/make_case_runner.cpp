@@ -2,8 +2,8 @@
 #include "app/workers/make_backend.h"
 
 #include "app/bundle/bundle.h"
-#include "kernels/external/plugin_kernel.h"
 #include "app/workers/worker.h"
+#include "kernels/external/plugin_kernel.h"
 
 namespace attnres {
 
@@ -19,7 +19,8 @@ class InProcessRunner final : public CaseRunner {
     options.disable_layout_guard = disable_layout_guard;
     return run_case(spec, *backend_, options);
   }
-  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force, CommandOutput& out) override {
+  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force,
+                          CommandOutput& out) override {
     return write_repro_bundle(spec, *backend_, options_, backend_options_, dir, force, out);
   }
   std::string backend_name() const override { return backend_->name(); }
@@ -32,7 +33,8 @@ class InProcessRunner final : public CaseRunner {
 
 }  // namespace
 
-std::unique_ptr<CaseRunner> make_case_runner(const BackendOptions& backend, const RunOptions& options, std::string& notes) {
+std::unique_ptr<CaseRunner> make_case_runner(const BackendOptions& backend, const RunOptions& options,
+                                             std::string& notes) {
   if (is_external_kernel(backend.kernel)) {
     const BackendMaker make = [backend](int, std::string& n) { return make_backend(backend, n); };
     return make_worker_runner(make, backend, options, notes);

@@ -1,7 +1,7 @@
 #include "app/workers/worker.h"
 
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,10 +17,10 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "app/bundle/bundle.h"
+#include "app/casefile/json_io.h"
 #include "app/engine/command_output.h"
 #include "app/engine/interrupt.h"
-#include "app/casefile/json_io.h"
-#include "app/bundle/bundle.h"
 #include "app/report/result_json.h"
 #include "kernels/common/cuda_check.h"
 
@@ -93,10 +93,11 @@ using WorkerBackendMaker = std::function<std::unique_ptr<Backend>(std::string& n
 // What a worker is asked, one JSON line each: {"index": i} runs cases[i]; {"case": ..., "file",
 // "pointer", "disable_layout_guard"} runs that case, and with "bundle" ({"dir", "force", and
 // "ended_elsewhere": the result of a run that took a worker down}) writes its repro bundle.
-json answer_request(const json& request, const std::vector<CaseSpec>& cases, const InputSource* replay, Backend& backend,
-                    const RunOptions& options, const BackendOptions& backend_options) {
+json answer_request(const json& request, const std::vector<CaseSpec>& cases, const InputSource* replay,
+                    Backend& backend, const RunOptions& options, const BackendOptions& backend_options) {
   if (request.contains("index"))
-    return {{"result", result_json(run_case(cases.at(request.at("index").get<std::size_t>()), backend, options, replay))}};
+    return {
+        {"result", result_json(run_case(cases.at(request.at("index").get<std::size_t>()), backend, options, replay))}};
   const CaseSpec spec =
       parse_case(request.at("case"), request.at("file").get<std::string>(), request.at("pointer").get<std::string>());
   RunOptions this_case = options;
@@ -166,7 +167,8 @@ class Worker {
          const RunOptions& options, const BackendOptions& backend_options) {
     int sockets[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
-      throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
+      throw std::runtime_error(
+          fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
     std::fflush(stdout);
     std::fflush(stderr);
     pid_ = ::fork();
@@ -216,7 +218,8 @@ class Worker {
   std::string ending() {
     close_socket();
     const int status = reap();
-    if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (WIFSIGNALED(status))
+      return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
     if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
     return "ended";
   }
@@ -233,8 +236,7 @@ class Worker {
   int reap() {
     if (pid_ <= 0) return 0;
     int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
     pid_ = -1;
     return status;
   }
@@ -262,8 +264,8 @@ struct Deadline {
 };
 
 // The result of a case whose worker process was lost while running it (`how`).
-CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device, const std::string& kernel,
-                     const std::string& how, std::chrono::steady_clock::time_point start,
+CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device,
+                     const std::string& kernel, const std::string& how, std::chrono::steady_clock::time_point start,
                      Disposition disposition = Disposition::error) {
   CaseResult r = unjudged_result(spec, backend, device, kernel, disposition, how);
   r.dispatch_reason = kernel.empty() ? "" : "--kernel " + kernel;
@@ -291,7 +293,8 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
                            const RunOptions& options, const std::function<void(int, int, const std::string&)>& progress,
                            const std::function<void(const CaseResult&)>& judged) {
   std::vector<Slot> slots;
-  for (const int device : plan.devices.empty() ? std::vector<int>{-1} : plan.devices) slots.emplace_back().device = device;
+  for (const int device : plan.devices.empty() ? std::vector<int>{-1} : plan.devices)
+    slots.emplace_back().device = device;
   std::vector<std::optional<CaseResult>> done(cases.size());
   std::size_t next = 0, emitted = 0;
   std::string notes;
@@ -312,7 +315,8 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
   auto ask = [&](Slot& slot) {
     slot.start = std::chrono::steady_clock::now();  // the worker's start-up had a deadline of its own
     if (!slot.worker->request({{"index", *slot.running}}))
-      lost(slot, fmt::format("the worker process running this case {}; a new worker runs the remaining cases", slot.worker->ending()));
+      lost(slot, fmt::format("the worker process running this case {}; a new worker runs the remaining cases",
+                             slot.worker->ending()));
   };
   auto handle = [&](Slot& slot, const json& message) {
     if (slot.greeted) {
@@ -354,8 +358,8 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
         if (!slot.running) continue;
         if (slot.worker) slot.worker->kill();
         slot.worker.reset();
-        finish(slot, lost_case(cases[*slot.running], slot.backend, slot.device_name, options.kernel, interrupted_detail(signal),
-                               slot.start, Disposition::not_run));
+        finish(slot, lost_case(cases[*slot.running], slot.backend, slot.device_name, options.kernel,
+                               interrupted_detail(signal), slot.start, Disposition::not_run));
       }
       break;
     }
@@ -402,8 +406,10 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
           slot.worker->kill();
           // A first worker that never starts would cost every case the same wait: the run's error.
           if (!started && !started_once)
-            throw std::runtime_error(fmt::format("the worker process gave no answer within {} s of starting (--timeout) "
-                                                 "and was killed", plan.case_timeout_seconds));
+            throw std::runtime_error(
+                fmt::format("the worker process gave no answer within {} s of starting (--timeout) "
+                            "and was killed",
+                            plan.case_timeout_seconds));
           lost(slot, fmt::format("no answer within {} s (--timeout): the worker process {} was killed; a new worker "
                                  "runs the remaining cases",
                                  plan.case_timeout_seconds, started ? "running this case" : "starting up"));
@@ -411,9 +417,10 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
         continue;
       }
       if (!slot.worker->read_more()) {
-        lost(slot, slot.greeted ? fmt::format("the worker process running this case {}; a new worker runs the remaining cases",
-                                              slot.worker->ending())
-                                : fmt::format("the worker process {} before it could run a case", slot.worker->ending()));
+        lost(slot, slot.greeted
+                       ? fmt::format("the worker process running this case {}; a new worker runs the remaining cases",
+                                     slot.worker->ending())
+                       : fmt::format("the worker process {} before it could run a case", slot.worker->ending()));
         continue;
       }
       while (slot.worker && slot.running) {
@@ -448,7 +455,8 @@ class WorkerRunner final : public CaseRunner {
     return ask(spec, case_request(spec, disable_layout_guard), nullptr);
   }
 
-  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force, CommandOutput& out) override {
+  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force,
+                          CommandOutput& out) override {
     json request = case_request(spec, options_.disable_layout_guard);
     request["bundle"] = {{"dir", dir.string()}, {"force", force}};
     const CaseResult result = ask(spec, request, &out);
@@ -464,7 +472,9 @@ class WorkerRunner final : public CaseRunner {
 
  private:
   static json case_request(const CaseSpec& spec, bool disable_layout_guard) {
-    return {{"case", case_to_json(spec)}, {"file", spec.file}, {"pointer", spec.pointer},
+    return {{"case", case_to_json(spec)},
+            {"file", spec.file},
+            {"pointer", spec.pointer},
             {"disable_layout_guard", disable_layout_guard}};
   }
 
@@ -515,13 +525,16 @@ class WorkerRunner final : public CaseRunner {
     started_ = std::chrono::steady_clock::now();
     std::string how;
     std::optional<json> answer;
-    if (worker_->request(request)) answer = next_message(how);
-    else how = worker_->ending();
+    if (worker_->request(request))
+      answer = next_message(how);
+    else
+      how = worker_->ending();
     if (!answer) {
       worker_.reset();
       lost_ = true;
       return lost_case(spec, backend_, device_, options_.kernel,
-                       fmt::format("the worker process running this case {}; a new worker runs the next case", how), started_);
+                       fmt::format("the worker process running this case {}; a new worker runs the next case", how),
+                       started_);
     }
     // A lost CUDA context would fail every later case there: a fresh worker takes over.
     if (answer->at("restart").get<bool>()) worker_.reset();

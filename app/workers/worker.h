@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "app/casefile/case_spec.h"
 #include "app/engine/backend.h"
 #include "app/engine/backend_options.h"
 #include "app/engine/case_runner.h"
-#include "app/casefile/case_spec.h"
 #include "app/engine/runner.h"
 
 namespace attnres {
@@ -24,7 +24,7 @@ using BackendMaker = std::function<std::unique_ptr<Backend>(int device, std::str
 struct WorkerPlan {
   std::vector<int> devices;  // one worker per entry (entries may repeat: workers share that device); empty: one worker
   bool all_devices = false;  // and one more per further device the first worker sees (run --devices all)
-  double case_timeout_seconds = 0;  // a worker with no answer by then is killed and its case an error; 0: none
+  double case_timeout_seconds = 0;      // a worker with no answer by then is killed and its case an error; 0: none
   const InputSource* replay = nullptr;  // run --inputs: the one case's tensors (each worker holds a copy)
   // Told each worker's process id and device as it starts (replacements too): a pid to attach a
   // debugger to, or to kill.

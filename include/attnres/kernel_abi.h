@@ -42,20 +42,20 @@ typedef struct AttnResKernelInfo {
 } AttnResKernelInfo;
 
 typedef struct AttnResKernelCall {
-  uint32_t abi_version;           /* ATTNRES_KERNEL_ABI_VERSION of the caller */
-  const DLTensor* prefix;         /* [T, H]; read, then overwritten with p */
-  const DLTensor* delta;          /* [T, H], or NULL: p = prefix */
-  const DLTensor* blocks;         /* [T, MAXB, H]; block block_write_idx overwritten with p */
-  const DLTensor* norm_weight;    /* [H] */
-  const DLTensor* qk_weight;      /* [H] */
+  uint32_t abi_version;               /* ATTNRES_KERNEL_ABI_VERSION of the caller */
+  const DLTensor* prefix;             /* [T, H]; read, then overwritten with p */
+  const DLTensor* delta;              /* [T, H], or NULL: p = prefix */
+  const DLTensor* blocks;             /* [T, MAXB, H]; block block_write_idx overwritten with p */
+  const DLTensor* norm_weight;        /* [H] */
+  const DLTensor* qk_weight;          /* [H] */
   const DLTensor* output_norm_weight; /* [H], or NULL: no output norm */
-  const DLTensor* output;         /* [T, H], written */
-  int64_t num_blocks;             /* blocks used as sources, 0..MAXB */
-  int64_t block_write_idx;        /* -1: no block write */
+  const DLTensor* output;             /* [T, H], written */
+  int64_t num_blocks;                 /* blocks used as sources, 0..MAXB */
+  int64_t block_write_idx;            /* -1: no block write */
   double eps;
   double output_norm_eps;
-  void* stream;                   /* the cudaStream_t to launch on (kDLCUDA); NULL for kDLCPU */
-  char* error;                    /* a refusal or failure message, NUL-terminated, at most error_capacity bytes */
+  void* stream; /* the cudaStream_t to launch on (kDLCUDA); NULL for kDLCPU */
+  char* error;  /* a refusal or failure message, NUL-terminated, at most error_capacity bytes */
   size_t error_capacity;
 } AttnResKernelCall;
 

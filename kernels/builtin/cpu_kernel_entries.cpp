@@ -1,8 +1,8 @@
 // The CPU stand-ins as registry entries: they behave as their GPU kernels would on the
 // modelled device.
-#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/builtin/builtin_kernels.h"
 #include "kernels/builtin/dispatch.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace attnres {
 
@@ -15,7 +15,8 @@ class CpuNativeEntry : public KernelEntry {
   OperandPlace operands() const override { return OperandPlace::host; }
   std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                               const DeviceDescription& device) const override {
-    if (auto why = native_unavailable_reason(device, images_, shape, strides)) return Unsupported{Unsupported::Kind::here, *why};
+    if (auto why = native_unavailable_reason(device, images_, shape, strides))
+      return Unsupported{Unsupported::Kind::here, *why};
     return std::nullopt;
   }
   KernelPreconditions preconditions() const override { return native_preconditions(); }
@@ -38,8 +39,10 @@ class CpuPortableEntry : public KernelEntry {
   }
   KernelPreconditions preconditions() const override { return portable_preconditions(); }
   void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t) override {
-    if (options.hard_coded_row_stride) cpu_native_kernel(args, false);
-    else cpu_portable_kernel(args);
+    if (options.hard_coded_row_stride)
+      cpu_native_kernel(args, false);
+    else
+      cpu_portable_kernel(args);
   }
 };
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "kernels/registry/layout_guard.h"
 #include "kernels/native/native_support.h"
+#include "kernels/registry/layout_guard.h"
 
 namespace attnres {
 
@@ -25,8 +25,7 @@ std::optional<bool> native_image_for_family(const DeviceDescription& device, con
 
 }  // namespace
 
-DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& images,
-                          const DispatchRequest& request) {
+DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& images, const DispatchRequest& request) {
   DispatchDecision decision;
   if (!device.present) {
     decision.reason = "no CUDA device";
@@ -44,7 +43,8 @@ DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& i
       decision.reason = why;
       if (!request.layout_guard) {
         decision.hard_coded_row_stride = true;
-        decision.reason += "; layout guard disabled: the portable kernel replays the native kernel's hard-coded row stride H";
+        decision.reason +=
+            "; layout guard disabled: the portable kernel replays the native kernel's hard-coded row stride H";
       }
     }
     return decision;
@@ -58,11 +58,13 @@ DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& i
   std::string family;
   const std::optional<bool> image = native_image_for_family(device, images, family);
   if (!image)
-    return without_native(fmt::format("{} ({}) has no native kernel (native targets sm_90 and sm_100 families)",
-                                      arch, device.name));
+    return without_native(
+        fmt::format("{} ({}) has no native kernel (native targets sm_90 and sm_100 families)", arch, device.name));
   if (!*image)
-    return without_native(fmt::format("this build holds no {} image of the native kernel for this {} device", family, arch));
-  if (auto unsupported = native_unsupported_reason(request.shape, request.strides, request.operands_16b_aligned)) return without_native(*unsupported);
+    return without_native(
+        fmt::format("this build holds no {} image of the native kernel for this {} device", family, arch));
+  if (auto unsupported = native_unsupported_reason(request.shape, request.strides, request.operands_16b_aligned))
+    return without_native(*unsupported);
 
   decision.path = KernelPath::native;
   decision.reason = fmt::format("{} device and the build holds its {} native image", arch, family);

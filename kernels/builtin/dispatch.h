@@ -26,13 +26,11 @@ struct DispatchDecision {
   bool hard_coded_row_stride = false;
 };
 
-DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& images,
-                          const DispatchRequest& request);
+DispatchDecision dispatch(const DeviceDescription& device, const NativeImages& images, const DispatchRequest& request);
 
 // Why the native kernel cannot run this problem on this device at all (device family, image,
 // shape, alignment), if it cannot; its stride guard is not consulted.
 std::optional<std::string> native_unavailable_reason(const DeviceDescription& device, const NativeImages& images,
                                                      const AttnResShape& shape, const AttnResStrides& strides);
-
 
 }  // namespace attnres

@@ -16,7 +16,8 @@ class NativeEntry : public KernelEntry {
   OperandPlace operands() const override { return OperandPlace::cuda_device; }
   std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                               const DeviceDescription& device) const override {
-    if (auto why = native_unavailable_reason(device, images_, shape, strides)) return Unsupported{Unsupported::Kind::here, *why};
+    if (auto why = native_unavailable_reason(device, images_, shape, strides))
+      return Unsupported{Unsupported::Kind::here, *why};
     return std::nullopt;
   }
   KernelPreconditions preconditions() const override { return native_preconditions(); }
@@ -48,7 +49,9 @@ class PortableEntry : public KernelEntry {
 
 }  // namespace
 
-std::unique_ptr<KernelEntry> make_native_entry(const NativeImages& images) { return std::make_unique<NativeEntry>(images); }
+std::unique_ptr<KernelEntry> make_native_entry(const NativeImages& images) {
+  return std::make_unique<NativeEntry>(images);
+}
 std::unique_ptr<KernelEntry> make_portable_entry() { return std::make_unique<PortableEntry>(); }
 
 }  // namespace attnres

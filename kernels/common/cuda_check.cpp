@@ -17,10 +17,8 @@ bool is_sticky(cudaError_t status) {
     case cudaErrorHardwareStackError:
     case cudaErrorAssert:
     case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-      return true;
-    default:
-      return false;
+    case cudaErrorECCUncorrectable: return true;
+    default: return false;
   }
 }
 
@@ -29,9 +27,9 @@ bool is_sticky(cudaError_t status) {
 void cuda_check(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
   if (!is_sticky(status)) cudaGetLastError();  // clear it so the next case starts clean
-  throw CudaError(fmt::format("{}:{}: {} failed: {} ({})", file, line, call, cudaGetErrorString(status),
-                              cudaGetErrorName(status)),
-                  is_sticky(status));
+  throw CudaError(
+      fmt::format("{}:{}: {} failed: {} ({})", file, line, call, cudaGetErrorString(status), cudaGetErrorName(status)),
+      is_sticky(status));
 }
 
 void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {

@@ -26,4 +26,5 @@ void cublas_check(cublasStatus_t status, const char* call, const char* file, int
 #define ATTNRES_CUDA_CHECK(call) ::attnres::cuda_check((call), #call, __FILE__, __LINE__)
 #define ATTNRES_CUBLAS_CHECK(call) ::attnres::cublas_check((call), #call, __FILE__, __LINE__)
 // After every kernel launch: configuration errors surface here, faults at the next sync.
-#define ATTNRES_CHECK_LAUNCH(kernel_name) ::attnres::cuda_check(cudaGetLastError(), "launch " kernel_name, __FILE__, __LINE__)
+#define ATTNRES_CHECK_LAUNCH(kernel_name) \
+  ::attnres::cuda_check(cudaGetLastError(), "launch " kernel_name, __FILE__, __LINE__)

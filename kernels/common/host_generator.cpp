@@ -14,7 +14,7 @@ constexpr int kLanes = 8;
 // state in one register of eight lanes. _mm256_mul_epu32 multiplies the even lanes (32x32 -> 64),
 // so each multiply is done twice, for the even lanes and for the odd ones shifted down.
 __attribute__((target("avx2"))) void philox_lanes(const GeneratorKey& key, std::uint64_t first_index,
-                                                 std::uint32_t (&out)[4][kLanes]) {
+                                                  std::uint32_t (&out)[4][kLanes]) {
   alignas(32) std::uint32_t low[kLanes], high[kLanes];
   for (int lane = 0; lane < kLanes; ++lane) {
     low[lane] = std::uint32_t(first_index + lane);

@@ -22,7 +22,8 @@ void parallel_chunks(std::int64_t n, std::int64_t min_chunk, Body&& body) {
   const std::int64_t size = (n + chunks - 1) / chunks;
   std::vector<std::thread> workers;
   for (std::int64_t c = 1; c < chunks; ++c)
-    workers.emplace_back([&body, c, begin = std::min(n, c * size), end = std::min(n, (c + 1) * size)] { body(c, begin, end); });
+    workers.emplace_back(
+        [&body, c, begin = std::min(n, c * size), end = std::min(n, (c + 1) * size)] { body(c, begin, end); });
   body(std::int64_t(0), std::int64_t(0), std::min(n, size));
   for (std::thread& w : workers) w.join();
 }

@@ -27,7 +27,8 @@ struct AttnResShape {
 enum class Operand { prefix = 0, delta, blocks, norm_weight, qk_weight, output_norm_weight, output };
 constexpr int kOperandCount = 7;
 inline const char* to_string(Operand operand) {
-  static const char* const kNames[] = {"prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight", "output"};
+  static const char* const kNames[] = {"prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight",
+                                       "output"};
   return kNames[int(operand)];
 }
 
@@ -48,9 +49,9 @@ struct AttnResStrides {
 struct AttnResArgs {
   AttnResShape shape;
   AttnResStrides strides;
-  bf16_bits* prefix = nullptr;             // read, then overwritten with p
-  const bf16_bits* delta = nullptr;        // null without delta
-  bf16_bits* blocks = nullptr;             // blocks[:, block_write_idx] overwritten with p
+  bf16_bits* prefix = nullptr;       // read, then overwritten with p
+  const bf16_bits* delta = nullptr;  // null without delta
+  bf16_bits* blocks = nullptr;       // blocks[:, block_write_idx] overwritten with p
   const bf16_bits* norm_weight = nullptr;
   const bf16_bits* qk_weight = nullptr;
   const bf16_bits* output_norm_weight = nullptr;  // null without output norm

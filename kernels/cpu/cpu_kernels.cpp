@@ -1,15 +1,17 @@
 #include "kernels/cpu/cpu_kernels.h"
 
-#include "kernels/registry/layout_guard.h"
 #include "kernels/common/parallel.h"
+#include "kernels/registry/layout_guard.h"
 #include "reference/cpu_reference.h"
 
 namespace attnres {
 
 void cpu_portable_kernel(const AttnResArgs& args) {
   parallel_for(args.shape.tokens, [&](std::int64_t begin, std::int64_t end) {
-    attnres_forward<float>(args, [&](std::int64_t t, std::int64_t h, float v) { args.output[t * args.strides.output + h] = float_to_bf16(v); },
-                           begin, end);
+    attnres_forward<float>(
+        args,
+        [&](std::int64_t t, std::int64_t h, float v) { args.output[t * args.strides.output + h] = float_to_bf16(v); },
+        begin, end);
   });
 }
 

@@ -24,11 +24,11 @@ extern "C" {
 
 /* Texts a bridge fills, each NUL-terminated within its capacity. */
 typedef struct AttnResBridgeReport {
-  char* message;  /* a refusal's own text (compared with expect.message) or a failure's */
+  char* message; /* a refusal's own text (compared with expect.message) or a failure's */
   size_t message_capacity;
-  char* kind;     /* the error's type, e.g. "ValueError" or "c10::Error" */
+  char* kind; /* the error's type, e.g. "ValueError" or "c10::Error" */
   size_t kind_capacity;
-  char* detail;   /* a traceback or other context, for the report's detail */
+  char* detail; /* a traceback or other context, for the report's detail */
   size_t detail_capacity;
 } AttnResBridgeReport;
 

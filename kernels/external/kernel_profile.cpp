@@ -20,7 +20,8 @@ RefusalRule parse_rule(const json& entry, const std::string& pointer) {
   const std::string when = reader.string("when");
   const std::optional<RefusalCondition> condition = refusal_condition_named(when);
   if (!condition)
-    reader.fail("when", fmt::format("unknown condition {} (known: {})", quoted_literal(when), refusal_condition_names()));
+    reader.fail("when",
+                fmt::format("unknown condition {} (known: {})", quoted_literal(when), refusal_condition_names()));
   rule.when = *condition;
   if (takes_value(rule.when)) {
     rule.value = reader.integer("value");

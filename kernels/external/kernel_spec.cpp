@@ -11,7 +11,7 @@ constexpr const char* kSharedLibraryPrefix = "so:";
 struct BridgePrefix {
   const char* prefix;
   const char* bridge;
-  const char* form;                               // said where the target is malformed
+  const char* form;                                // said where the target is malformed
   bool (*well_formed)(const std::string& target);  // the target after the prefix
   const char* build_requirement;                   // what CMake must find to build the bridge
 };
@@ -42,11 +42,13 @@ KernelSpec parse_kernel_spec(const std::string& text) {
     // A last ':' after the last '/' starts the symbol.
     const std::string body = text.substr(std::char_traits<char>::length(kSharedLibraryPrefix));
     const std::size_t colon = body.rfind(':');
-    const bool has_symbol = colon != std::string::npos && body.find('/', colon) == std::string::npos && colon + 1 < body.size();
+    const bool has_symbol =
+        colon != std::string::npos && body.find('/', colon) == std::string::npos && colon + 1 < body.size();
     spec.kind = KernelSpec::Kind::shared_library;
     spec.library = has_symbol ? body.substr(0, colon) : body;
     spec.symbol = has_symbol ? body.substr(colon + 1) : "";
-    if (spec.library.empty()) throw KernelSpecError(fmt::format("--kernel {}: expected so:PATH or so:PATH:SYMBOL", text));
+    if (spec.library.empty())
+      throw KernelSpecError(fmt::format("--kernel {}: expected so:PATH or so:PATH:SYMBOL", text));
     return spec;
   }
   for (const BridgePrefix& bridge : kBridges) {
@@ -54,7 +56,8 @@ KernelSpec parse_kernel_spec(const std::string& text) {
     spec.kind = KernelSpec::Kind::bridge;
     spec.bridge = bridge.bridge;
     spec.target = text.substr(std::char_traits<char>::length(bridge.prefix));
-    if (!bridge.well_formed(spec.target)) throw KernelSpecError(fmt::format("--kernel {}: expected {}", text, bridge.form));
+    if (!bridge.well_formed(spec.target))
+      throw KernelSpecError(fmt::format("--kernel {}: expected {}", text, bridge.form));
     return spec;
   }
   spec.name = text;

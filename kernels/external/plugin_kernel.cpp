@@ -11,9 +11,9 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-#include "kernels/external/install_paths.h"
-#include "kernels/external/bridge_abi.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/external/bridge_abi.h"
+#include "kernels/external/install_paths.h"
 
 namespace attnres {
 
@@ -31,7 +31,8 @@ class DlpackCall {
     call_.abi_version = ATTNRES_KERNEL_ABI_VERSION;
     call_.prefix = set(0, a.prefix, true, device, {t, h}, {a.strides.prefix, 1});
     call_.delta = set(1, a.delta, s.has_delta, device, {t, h}, {a.strides.delta, 1});
-    call_.blocks = set(2, a.blocks, true, device, {t, s.max_blocks, h}, {a.strides.blocks_token, a.strides.blocks_row, 1});
+    call_.blocks =
+        set(2, a.blocks, true, device, {t, s.max_blocks, h}, {a.strides.blocks_token, a.strides.blocks_row, 1});
     call_.norm_weight = set(3, a.norm_weight, true, device, {h}, {1});
     call_.qk_weight = set(4, a.qk_weight, true, device, {h}, {1});
     call_.output_norm_weight = set(5, a.output_norm_weight, s.has_output_norm, device, {h}, {1});
@@ -89,7 +90,10 @@ class SharedLibraryKernel : public KernelEntry {
  public:
   SharedLibraryKernel(std::string name, AttnResKernelFn kernel, const AttnResKernelInfo& info,
                       KernelPreconditions preconditions)
-      : name_(std::move(name)), kernel_(kernel), device_type_(info.device_type), preconditions_(std::move(preconditions)) {}
+      : name_(std::move(name)),
+        kernel_(kernel),
+        device_type_(info.device_type),
+        preconditions_(std::move(preconditions)) {}
 
   std::string name() const override { return name_; }
   OperandPlace operands() const override {
@@ -137,8 +141,8 @@ struct BridgeTexts {
   TextBuffer message, kind, detail;
   AttnResBridgeReport report{};
   BridgeTexts() {
-    report = {message.bytes.data(), message.bytes.size(), kind.bytes.data(), kind.bytes.size(), detail.bytes.data(),
-              detail.bytes.size()};
+    report = {message.bytes.data(), message.bytes.size(), kind.bytes.data(),
+              kind.bytes.size(),    detail.bytes.data(),  detail.bytes.size()};
   }
   BridgeTexts(const BridgeTexts&) = delete;
   BridgeTexts& operator=(const BridgeTexts&) = delete;
@@ -149,13 +153,18 @@ class BridgeKernel : public KernelEntry {
  public:
   BridgeKernel(std::string name, const AttnResBridge* bridge, void* handle, OperandPlace place,
                KernelPreconditions preconditions)
-      : name_(std::move(name)), bridge_(bridge), handle_(handle), place_(place), preconditions_(std::move(preconditions)) {}
+      : name_(std::move(name)),
+        bridge_(bridge),
+        handle_(handle),
+        place_(place),
+        preconditions_(std::move(preconditions)) {}
 
   std::string name() const override { return name_; }
   OperandPlace operands() const override { return place_; }
   std::optional<Unsupported> cannot_implement(const AttnResShape& shape, const AttnResStrides& strides,
                                               const DeviceDescription& device) const override {
-    if (place_ == OperandPlace::cuda_device && !device.present) return Unsupported{Unsupported::Kind::here, "no CUDA device"};
+    if (place_ == OperandPlace::cuda_device && !device.present)
+      return Unsupported{Unsupported::Kind::here, "no CUDA device"};
     AttnResArgs question;
     question.shape = shape;
     question.strides = strides;
@@ -211,7 +220,8 @@ void* find_symbol(void* library, const std::string& name, const std::string& spe
 
 namespace {
 
-std::unique_ptr<KernelEntry> load_shared_library_kernel(const KernelSpec& kernel_spec, const ExternalKernelOptions& options) {
+std::unique_ptr<KernelEntry> load_shared_library_kernel(const KernelSpec& kernel_spec,
+                                                        const ExternalKernelOptions& options) {
   const std::string spec = kernel_spec.to_string();
   const std::string& path = kernel_spec.library;
   const std::string symbol = kernel_spec.symbol.empty() ? "attnres_kernel" : kernel_spec.symbol;
@@ -270,9 +280,10 @@ std::unique_ptr<KernelEntry> load_bridge_kernel(const KernelSpec& kernel_spec, c
     }
     return std::make_unique<BridgeKernel>(spec, bridge, opened, options.place, options.preconditions);
   }
-  throw PluginError(fmt::format("--kernel {}: this build has no {} bridge ({} not found in {}); it is built where CMake "
-                                "finds {}",
-                                spec, bridge_name, file, looked, bridge_build_requirement(bridge_name)));
+  throw PluginError(
+      fmt::format("--kernel {}: this build has no {} bridge ({} not found in {}); it is built where CMake "
+                  "finds {}",
+                  spec, bridge_name, file, looked, bridge_build_requirement(bridge_name)));
 }
 
 }  // namespace

@@ -18,15 +18,13 @@ class PluginError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-
 struct ExternalKernelOptions {
-  std::string torch_library;      // torch-op: the library that registers the op
-  std::string signature = "vllm";  // python: vllm | flashinfer
+  std::string torch_library;                // torch-op: the library that registers the op
+  std::string signature = "vllm";           // python: vllm | flashinfer
   OperandPlace place = OperandPlace::host;  // where the backend keeps its tensors (bridges follow it)
   // What the kernel declares it refuses (--profile); by default nothing: every case must be computed.
   KernelPreconditions preconditions{"no --profile: every case must be computed", {}};
 };
-
 
 // Loads the external kernel `spec` names (spec.external()): a shared library's SYMBOL (default
 // attnres_kernel) with its info function SYMBOL_info, or a bridge's target. Throws PluginError.

@@ -15,23 +15,23 @@
 namespace attnres {
 
 enum class Mutation : int {
-  none = 0,               // the unmutated kernel the others are measured against
-  no_key_rms_norm,        // logits without rsqrt(mean(v^2) + eps)
-  no_norm_weight,         // logits with qk_weight alone
-  no_output_norm_weight,  // output RMS-normalised but not multiplied by output_norm_weight
-  softmax_without_max,    // exp(logit) without subtracting the largest logit
-  p_not_rounded,          // p kept in float32 as a source, stored by truncating to bf16
-  delta_ignored,          // p = prefix
-  source_off_by_one,      // the last block source left out
-  wrong_write_index,      // p written into the block after block_write_idx (before it at the end)
-  prefix_not_written,     // prefix keeps its old value
-  hard_coded_row_stride,  // the seed's bug: prefix, delta and output rows taken as H apart
-  float16_rounding,       // p and the output rounded through float16 before bf16
-  eps_ignored,            // eps and output_norm_eps taken as 0
-  eps_swapped,            // eps where output_norm_eps belongs, and the other way round
-  p_flushed_to_zero,      // a denormal p written and used as 0 (flush-to-zero arithmetic)
+  none = 0,                   // the unmutated kernel the others are measured against
+  no_key_rms_norm,            // logits without rsqrt(mean(v^2) + eps)
+  no_norm_weight,             // logits with qk_weight alone
+  no_output_norm_weight,      // output RMS-normalised but not multiplied by output_norm_weight
+  softmax_without_max,        // exp(logit) without subtracting the largest logit
+  p_not_rounded,              // p kept in float32 as a source, stored by truncating to bf16
+  delta_ignored,              // p = prefix
+  source_off_by_one,          // the last block source left out
+  wrong_write_index,          // p written into the block after block_write_idx (before it at the end)
+  prefix_not_written,         // prefix keeps its old value
+  hard_coded_row_stride,      // the seed's bug: prefix, delta and output rows taken as H apart
+  float16_rounding,           // p and the output rounded through float16 before bf16
+  eps_ignored,                // eps and output_norm_eps taken as 0
+  eps_swapped,                // eps where output_norm_eps belongs, and the other way round
+  p_flushed_to_zero,          // a denormal p written and used as 0 (flush-to-zero arithmetic)
   tokens_past_65535_skipped,  // rows from 65535 on never computed (tokens on grid.y)
-  output_biased,          // 0.07 added to every output element: inside the tolerance
+  output_biased,              // 0.07 added to every output element: inside the tolerance
 };
 
 struct MutationInfo {
@@ -66,12 +66,17 @@ ATTNRES_HD void mutant_token(const AttnResArgs& args, Mutation mutation, std::in
   const bf16_bits* delta = s.has_delta && mutation != Mutation::delta_ignored ? args.delta + t * st.delta : nullptr;
   bf16_bits* blocks = args.blocks + t * st.blocks_token;
   int written = s.block_write_idx;
-  if (mutation == Mutation::wrong_write_index && written >= 0) written = written + 1 < s.max_blocks ? written + 1 : written - 1;
-  const int block_sources = mutation == Mutation::source_off_by_one && s.num_blocks > 0 ? s.num_blocks - 1 : s.num_blocks;
+  if (mutation == Mutation::wrong_write_index && written >= 0)
+    written = written + 1 < s.max_blocks ? written + 1 : written - 1;
+  const int block_sources =
+      mutation == Mutation::source_off_by_one && s.num_blocks > 0 ? s.num_blocks - 1 : s.num_blocks;
   if (mutation == Mutation::tokens_past_65535_skipped && t >= 65535) return;
-  const float eps = mutation == Mutation::eps_ignored ? 0.0f : mutation == Mutation::eps_swapped ? s.output_norm_eps : s.eps;
-  const float output_eps =
-      mutation == Mutation::eps_ignored ? 0.0f : mutation == Mutation::eps_swapped ? s.eps : s.output_norm_eps;
+  const float eps = mutation == Mutation::eps_ignored   ? 0.0f
+                    : mutation == Mutation::eps_swapped ? s.output_norm_eps
+                                                        : s.eps;
+  const float output_eps = mutation == Mutation::eps_ignored   ? 0.0f
+                           : mutation == Mutation::eps_swapped ? s.eps
+                                                               : s.output_norm_eps;
 
   // p as stored (bf16) and as used as a source (float).
   auto p_stored = [&](std::int64_t h, float& as_source) {

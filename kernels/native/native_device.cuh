@@ -21,7 +21,8 @@ __device__ __forceinline__ void unpack(const uint4 raw, float* out) {
 __device__ __forceinline__ uint4 pack(const float* in) {
   std::uint32_t w[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = std::uint32_t(float_to_bf16(in[2 * i])) | (std::uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
+  for (int i = 0; i < 4; ++i)
+    w[i] = std::uint32_t(float_to_bf16(in[2 * i])) | (std::uint32_t(float_to_bf16(in[2 * i + 1])) << 16);
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -91,7 +92,8 @@ __device__ __forceinline__ void softmax_weights(float total, int base, float inv
     const float logit = is_source ? dot * rsqrtf(squares * inv_hidden + eps) : -INFINITY;
     float max_logit = logit;
 #pragma unroll
-    for (int width = 16; width > 0; width /= 2) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, width));
+    for (int width = 16; width > 0; width /= 2)
+      max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, width));
     // fmaxf skips a NaN logit, but its exp, hence the sum and every weight, is NaN.
     const float unnormalised = is_source ? __expf(logit - max_logit) : 0.f;
     float sum = unnormalised;

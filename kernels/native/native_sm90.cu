@@ -35,12 +35,12 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/native/native_support.h"
 #include "kernels/native/launch_native.h"
-#include "kernels/registry/layout_guard.h"
 #include "kernels/native/native_device.cuh"
 #include "kernels/native/native_limits.h"
+#include "kernels/native/native_support.h"
 #include "kernels/native/native_variants.h"
+#include "kernels/registry/layout_guard.h"
 
 namespace attnres {
 namespace {
@@ -100,8 +100,8 @@ __device__ __forceinline__ std::uint64_t evict_first_policy() {
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* bar,
                                           std::uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_addr(dst)),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+          "r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
 }
@@ -272,14 +272,14 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
     return *reinterpret_cast<const uint4*>(ring + std::size_t(st) * row_bytes + element[v] * sizeof(bf16_bits));
   };
   // This thread's v-th vector of a source that is not held: p itself (no stage) or its stage.
-  auto resident_vector = [&](const int (&row_stages)[kSources], const uint4 (&row_p)[kVecsPerThread], int src, int v) {
+  auto resident_vector = [&](const int(&row_stages)[kSources], const uint4(&row_p)[kVecsPerThread], int src, int v) {
     return row_stages[src] < 0 ? row_p[v] : slice(row_stages[src], v);
   };
   // Hands a stage back: every consumer thread arrives, since an arrive releases only the arriving
   // thread's own reads (one lane's arrive after __syncwarp left racecheck reporting the next copy
   // into the stage against the other lanes' reads).
   auto release = [&](int st) { mbar_arrive(&empty[st]); };
-  auto store_output = [&](std::int64_t row, const float (&mixed)[kElemsPerThread], float scale) {
+  auto store_output = [&](std::int64_t row, const float(&mixed)[kElemsPerThread], float scale) {
 #pragma unroll
     for (int v = 0; v < kVecsPerThread; ++v) {
       float ow[kVec], out[kVec];
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
     pending_squares[r] = 0.f;
   }
   // The stashed rows' sums of squares ride on a reduction; from its totals their outputs follow.
-  auto carry_pending_norms = [&](float (&sums)[32]) {
+  auto carry_pending_norms = [&](float(&sums)[32]) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) sums[norm_slot(r)] = pending_squares[r];
   };
@@ -368,7 +368,8 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
         *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = p_packed[r][v];
         if (write_block)
           *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
-                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) = p_packed[r][v];
+                                    std::int64_t(s.block_write_idx) * a.strides.blocks_row + element[v]) =
+              p_packed[r][v];
       }
       // Pass 1 over the row's stages: partial dot products and sums of squares.
 #pragma unroll
@@ -543,9 +544,10 @@ void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool 
   const std::optional<native::RingLayout> layout =
       native::ring_layout(shape.tokens, shape.num_blocks, shape.has_delta, shape.hidden, config.sms, config.smem_optin);
   if (!layout)  // a refusal of the device, not a CUDA error: sm_90a and sm_100a parts all fit every supported shape
-    throw std::invalid_argument(fmt::format("native kernel: {} bytes of shared memory per block hold too few ring stages for "
-                                            "a row of H={} with {} blocks{}",
-                                            config.smem_optin, shape.hidden, shape.num_blocks, shape.has_delta ? " and delta" : ""));
+    throw std::invalid_argument(
+        fmt::format("native kernel: {} bytes of shared memory per block hold too few ring stages for "
+                    "a row of H={} with {} blocks{}",
+                    config.smem_optin, shape.hidden, shape.num_blocks, shape.has_delta ? " and delta" : ""));
   cudaLaunchConfig_t launch{};
   launch.gridDim = dim3(unsigned(native::ring_grid(shape.tokens, config.sms)));
   launch.blockDim = dim3(unsigned(shape.hidden / kElemsPerThread + 32));
@@ -555,7 +557,8 @@ void launch_native_ring(const AttnResArgs& args, const native::Plan& plan, bool 
   cudaLaunchAttribute pdl = programmatic_serialization();
   launch.attrs = &pdl;
   launch.numAttrs = programmatic_dependent_launch ? 1 : 0;
-  const NativeKernel kernel = layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
+  const NativeKernel kernel =
+      layout->rows_per_iteration == 2 ? kPairedNativeKernels[shape.num_blocks] : kNativeKernels[shape.num_blocks];
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, args, layout->stages, vector_copies));
   ATTNRES_CHECK_LAUNCH("attnres_native_kernel");
 }
@@ -568,7 +571,8 @@ void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, 
                                     aligned(args.output_norm_weight);
   if (const std::optional<std::string> why = native_unsupported_reason(args.shape, args.strides, operands_16b_aligned))
     throw std::invalid_argument(*why);
-  const native::Plan plan = options.plan.value_or(native::choose_plan(args.shape.tokens, args.shape.num_blocks, args.shape.hidden));
+  const native::Plan plan =
+      options.plan.value_or(native::choose_plan(args.shape.tokens, args.shape.num_blocks, args.shape.hidden));
   if (const std::optional<std::string> why = native::plan_unsupported_reason(plan, args.shape.hidden))
     throw std::invalid_argument(*why);
   if (args.shape.tokens == 0) return;

@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 #pragma unroll
       for (int src = 1; src < kSources; ++src)
         if (src - 1 != write_idx)
-          raw[src][v] = load_once(a.blocks + t * a.strides.blocks_token + std::int64_t(src - 1) * a.strides.blocks_row + element[v]);
+          raw[src][v] = load_once(a.blocks + t * a.strides.blocks_token + std::int64_t(src - 1) * a.strides.blocks_row +
+                                  element[v]);
       nw_raw[v] = *reinterpret_cast<const uint4*>(a.norm_weight + element[v]);
       qk_raw[v] = *reinterpret_cast<const uint4*>(a.qk_weight + element[v]);
       if (s.has_output_norm) ow_raw[v] = *reinterpret_cast<const uint4*>(a.output_norm_weight + element[v]);
@@ -118,8 +119,8 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
     if (owner) {
       *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = raw[0][v];
       if (write_idx >= 0)
-        *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token + std::int64_t(write_idx) * a.strides.blocks_row +
-                                  element[v]) = raw[0][v];
+        *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
+                                  std::int64_t(write_idx) * a.strides.blocks_row + element[v]) = raw[0][v];
     }
   }
   auto source = [&](int src, int v) { return src == 0 || src - 1 == write_idx ? raw[0][v] : raw[src][v]; };
@@ -240,12 +241,14 @@ void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool
                          cudaStream_t stream) {
   const int hidden = args.shape.hidden;
   if (args.shape.tokens > std::numeric_limits<int>::max() / plan.cluster)
-    throw std::invalid_argument(fmt::format("native kernel ({}): {} tokens exceed the grid", native::to_string(plan), args.shape.tokens));
+    throw std::invalid_argument(
+        fmt::format("native kernel ({}): {} tokens exceed the grid", native::to_string(plan), args.shape.tokens));
   const int slots = native::split_slots(plan, hidden);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(args.shape.tokens * plan.cluster));
   config.blockDim = dim3(unsigned(native::split_threads(plan, hidden)));
-  config.dynamicSmemBytes = std::size_t(slots) * (32 + 1) * sizeof(float);  // logit partials, then one norm partial, per slot
+  config.dynamicSmemBytes =
+      std::size_t(slots) * (32 + 1) * sizeof(float);  // logit partials, then one norm partial, per slot
   config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
   attributes[0].id = cudaLaunchAttributeClusterDimension;
@@ -255,8 +258,8 @@ void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool
   attributes[1] = programmatic_serialization();
   config.attrs = attributes;
   config.numAttrs = programmatic_dependent_launch ? 2 : 1;
-  const SplitKernel kernel = plan.vectors_per_thread == 1 ? kSplitKernels<1>[args.shape.num_blocks]
-                                                          : kSplitKernels<2>[args.shape.num_blocks];
+  const SplitKernel kernel =
+      plan.vectors_per_thread == 1 ? kSplitKernels<1>[args.shape.num_blocks] : kSplitKernels<2>[args.shape.num_blocks];
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
   ATTNRES_CHECK_LAUNCH("attnres_split_kernel");
 }

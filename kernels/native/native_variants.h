@@ -3,8 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include "kernels/native/native_plan.h"
 #include "kernels/common/problem.h"
+#include "kernels/native/native_plan.h"
 
 namespace attnres {
 

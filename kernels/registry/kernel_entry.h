@@ -9,10 +9,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/registry/device.h"
 #include "kernels/common/kernel_errors.h"
-#include "kernels/registry/preconditions.h"
 #include "kernels/common/problem.h"
+#include "kernels/registry/device.h"
+#include "kernels/registry/preconditions.h"
 
 namespace attnres {
 
@@ -20,8 +20,8 @@ namespace attnres {
 enum class OperandPlace { host, cuda_device };
 
 struct LaunchOptions {
-  bool layout_guard = true;            // built-in native kernel: check strides before launching
-  bool hard_coded_row_stride = false;  // built-in portable kernel: replay the native kernel's bug
+  bool layout_guard = true;                    // built-in native kernel: check strides before launching
+  bool hard_coded_row_stride = false;          // built-in portable kernel: replay the native kernel's bug
   bool programmatic_dependent_launch = false;  // built-in native kernel: bench --pdl
 };
 

@@ -93,9 +93,10 @@ std::string refusal_message(const RefusalRule& rule, const AttnResShape& shape, 
                        fmt::arg("output", strides.output), fmt::arg("H", shape.hidden), fmt::arg("T", shape.tokens),
                        fmt::arg("num_blocks", shape.num_blocks));
   } catch (const fmt::format_error& e) {
-    throw std::invalid_argument(fmt::format("message \"{}\" cannot be filled in ({}); it may name {{prefix}}, {{delta}}, "
-                                            "{{output}}, {{H}}, {{T}} and {{num_blocks}}, and writes a brace as {{{{ or }}}}",
-                                            rule.message, e.what()));
+    throw std::invalid_argument(
+        fmt::format("message \"{}\" cannot be filled in ({}); it may name {{prefix}}, {{delta}}, "
+                    "{{output}}, {{H}}, {{T}} and {{num_blocks}}, and writes a brace as {{{{ or }}}}",
+                    rule.message, e.what()));
   }
 }
 
@@ -105,7 +106,9 @@ std::string describe(const RefusalRule& rule) {
   return text;
 }
 
-RefusalRule dense_rows_rule() { return RefusalRule{RefusalCondition::rows_not_dense, 0, RefusalMode::must, kDenseRowsMessage}; }
+RefusalRule dense_rows_rule() {
+  return RefusalRule{RefusalCondition::rows_not_dense, 0, RefusalMode::must, kDenseRowsMessage};
+}
 
 KernelPreconditions native_preconditions() { return {"the built-in native kernel", {dense_rows_rule()}}; }
 

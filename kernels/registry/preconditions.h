@@ -14,13 +14,13 @@
 namespace attnres {
 
 enum class RefusalCondition {
-  rows_not_dense,        // prefix, delta or output row stride != H
-  block_write,           // block_write_idx >= 0
+  rows_not_dense,          // prefix, delta or output row stride != H
+  block_write,             // block_write_idx >= 0
   hidden_not_multiple_of,  // H % value != 0
-  hidden_above,          // H > value
-  num_blocks_above,      // num_blocks > value
-  tokens_above,          // T > value
-  unaligned_operands,    // an operand's start or a row or block stride not a multiple of 16 bytes
+  hidden_above,            // H > value
+  num_blocks_above,        // num_blocks > value
+  tokens_above,            // T > value
+  unaligned_operands,      // an operand's start or a row or block stride not a multiple of 16 bytes
 };
 
 // Whether a refusal is allowed (the kernel may also compute the problem correctly) or required

@@ -9,7 +9,8 @@
 // exchanges). Timed as `bench` times kernels: CUDA-graph replays of 20 launches on rotating input
 // sets, median per launch.
 // A measurement aid, not part of the build:
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o split_floor scripts/probes/split_floor.cu && ./split_floor
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o split_floor scripts/probes/split_floor.cu &&
+//   ./split_floor
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -151,8 +152,10 @@ int main() {
           us[2] = time(split_shape<2, false>);
           us[3] = time(split_shape<2, false, true>);
         }
-        std::printf("T=%d cluster=%d pdl=%d: loads->stores %.2f | +1 barrier %.2f | +2 barriers %.2f | "
-                    "+2 barriers and the least arithmetic %.2f us\n", tokens, cluster, int(pdl), us[0], us[1], us[2], us[3]);
+        std::printf(
+            "T=%d cluster=%d pdl=%d: loads->stores %.2f | +1 barrier %.2f | +2 barriers %.2f | "
+            "+2 barriers and the least arithmetic %.2f us\n",
+            tokens, cluster, int(pdl), us[0], us[1], us[2], us[3]);
       }
     free_row_sets(rows);
   }

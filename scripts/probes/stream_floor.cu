@@ -13,14 +13,14 @@
 // per launch) and printed as a share of `bench`'s copy bandwidth (a 2 GiB device-to-device copy,
 // read + written bytes) and of a copy of the same bytes.
 // A measurement aid, not part of the build:
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o stream_floor scripts/probes/stream_floor.cu && ./stream_floor
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o stream_floor scripts/probes/stream_floor.cu &&
+//   ./stream_floor
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include "graph_timing.h"
-
 
 constexpr int kReplays = 30;  // graph replays per median
 
@@ -97,7 +97,9 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(_
 // Source row k of token t: prefix, delta, then the blocks.
 template <int kBlocks>
 __device__ __forceinline__ const uint4* source_row(const RowSet& s, long t, int k) {
-  return k == 0 ? s.prefix + t * kVectors : k == 1 ? s.delta + t * kVectors : s.blocks + (t * kBlocks + k - 2) * kVectors;
+  return k == 0   ? s.prefix + t * kVectors
+         : k == 1 ? s.delta + t * kVectors
+                  : s.blocks + (t * kBlocks + k - 2) * kVectors;
 }
 
 // tma: the row's sources land in shared memory by bulk copies (the ring's producer path) of
@@ -116,7 +118,8 @@ __global__ void __launch_bounds__(kVectors, 1) staged_shape(RowSet s) {
     if (threadIdx.x == 0) {
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full)) : "memory");
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&full)), "r"((kBlocks + 2) * kRowBytes)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&full)),
+                   "r"((kBlocks + 2) * kRowBytes)
                    : "memory");
     }
     __syncthreads();  // initialised and armed before any copy completes on it
@@ -125,15 +128,18 @@ __global__ void __launch_bounds__(kVectors, 1) staged_shape(RowSet s) {
         const int k = q / kChunksPerRow, offset = (q % kChunksPerRow) * kChunk;
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                          smem_addr(reinterpret_cast<char*>(staged + k * kVectors) + offset)),
-                     "l"(reinterpret_cast<const char*>(source_row<kBlocks>(s, t, k)) + offset), "n"(kChunk), "r"(smem_addr(&full))
+                     "l"(reinterpret_cast<const char*>(source_row<kBlocks>(s, t, k)) + offset), "n"(kChunk),
+                     "r"(smem_addr(&full))
                      : "memory");
       }
     unsigned done = 0;
     while (!done)
-      asm volatile("{\n .reg .pred ready;\n mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], 0;\n selp.u32 %0, 1, 0, ready;\n}"
-                   : "=r"(done)
-                   : "r"(smem_addr(&full))
-                   : "memory");
+      asm volatile(
+          "{\n .reg .pred ready;\n mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], 0;\n selp.u32 %0, 1, 0, "
+          "ready;\n}"
+          : "=r"(done)
+          : "r"(smem_addr(&full))
+          : "memory");
   } else {
 #pragma unroll
     for (int k = 0; k < kBlocks + 2; ++k)
@@ -199,8 +205,9 @@ void measure(cudaStream_t stream, long tokens, double copy_bw, int sms) {
     CHECK(cudaGetLastError());
   });
   const auto share = [&](double us) { return 100.0 * moved / (us * 1e-6) / copy_bw; };
-  std::printf("T=%ld blocks=%d: %.1f MB, same-bytes copy %.1f us (%.1f %%), row %.1f us (%.1f %%), hold %.1f us (%.1f %%)", tokens,
-              kBlocks, moved / 1e6, same_bytes, share(same_bytes), row_us, share(row_us), hold_us, share(hold_us));
+  std::printf(
+      "T=%ld blocks=%d: %.1f MB, same-bytes copy %.1f us (%.1f %%), row %.1f us (%.1f %%), hold %.1f us (%.1f %%)",
+      tokens, kBlocks, moved / 1e6, same_bytes, share(same_bytes), row_us, share(row_us), hold_us, share(hold_us));
   for (const int per_sm : {1, 2}) {
     const int bytes = per_sm == 1 ? 120 << 10 : 16;
     CHECK(cudaFuncSetAttribute(reread_shape<kBlocks>, cudaFuncAttributeMaxDynamicSharedMemorySize, 120 << 10));

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -120,12 +120,14 @@ int run(const AttnResKernelCall* c) {
       if (std::fabs(sum) < 1.17549435e-38f) sum = 0;
 #endif
       store(c->prefix, prefix_row + h, round_bf16(sum));
-      if (c->block_write_idx >= 0) store(c->blocks, t * block_token + c->block_write_idx * block_row + h, round_bf16(sum));
+      if (c->block_write_idx >= 0)
+        store(c->blocks, t * block_token + c->block_write_idx * block_row + h, round_bf16(sum));
     }
 #if defined(ATTNRES_PLUGIN_COPIES_PADDING)
     if (c->block_write_idx >= 0)
       for (std::int64_t h = hidden; h < std::min(row_stride(c->prefix), block_row); ++h)
-        store(c->blocks, t * block_token + c->block_write_idx * block_row + h, round_bf16(load(c->prefix, prefix_row + h)));
+        store(c->blocks, t * block_token + c->block_write_idx * block_row + h,
+              round_bf16(load(c->prefix, prefix_row + h)));
 #elif defined(ATTNRES_PLUGIN_WRITES_CANARY)
     if (row_stride(c->prefix) > hidden) store(c->prefix, prefix_row + hidden, 0x40a5);
     if (t == 0) store(c->output, -1, 0x40a5);

@@ -84,7 +84,8 @@ __global__ void attn_res_kernel(Operands o) {
     for (int s = 0; s < sources; ++s) mixed += __expf(logits[s] - max_logit) / total * source(s, h);
     squares += mixed * mixed;
   }
-  const float scale = o.has_output_norm ? rsqrtf(block_sum(squares, scratch) / float(o.hidden) + o.output_norm_eps) : 1.0f;
+  const float scale =
+      o.has_output_norm ? rsqrtf(block_sum(squares, scratch) / float(o.hidden) + o.output_norm_eps) : 1.0f;
   auto* output = reinterpret_cast<__nv_bfloat16*>(o.output.data) + t * o.output_row;
   for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
     float mixed = 0;
@@ -108,7 +109,8 @@ __global__ void late_write_kernel(DLTensor output, long long tokens, long long h
     for (int i = 0; i < 50; ++i) __nanosleep(1000000);
   __syncthreads();
   auto* out = reinterpret_cast<__nv_bfloat16*>(output.data) + blockIdx.x * row;
-  for (long long h = threadIdx.x; h < hidden; h += kThreads) out[h] = __float2bfloat16_rn(__bfloat162float(out[h]) + 1.0f);
+  for (long long h = threadIdx.x; h < hidden; h += kThreads)
+    out[h] = __float2bfloat16_rn(__bfloat162float(out[h]) + 1.0f);
 }
 #endif
 

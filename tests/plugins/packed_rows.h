@@ -15,6 +15,7 @@ inline bool refuse_unless_packed(const AttnResKernelCall* c) {
   if (c->delta) std::snprintf(delta, sizeof delta, "%lld", static_cast<long long>(c->delta->strides[0]));
   std::snprintf(c->error, c->error_capacity,
                 "Kimi K3 AttnRes requires densely packed rows; got strides %lld, %s, %lld for hidden_size %lld",
-                static_cast<long long>(c->prefix->strides[0]), delta, static_cast<long long>(c->output->strides[0]), hidden);
+                static_cast<long long>(c->prefix->strides[0]), delta, static_cast<long long>(c->output->strides[0]),
+                hidden);
   return true;
 }

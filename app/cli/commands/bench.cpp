@@ -6,19 +6,19 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "app/engine/checks.h"
-#include "app/cli/command_support.h"
-#include "app/report/csv.h"
-#include "app/engine/device_checks.h"
 #include "app/casefile/file_output.h"
-#include "kernels/external/plugin_kernel.h"
+#include "app/cli/command_support.h"
+#include "app/engine/checks.h"
+#include "app/engine/device_checks.h"
 #include "app/engine/runner.h"
-#include "kernels/common/device_buffer.h"
+#include "app/report/csv.h"
 #include "kernels/builtin/dispatch.h"
+#include "kernels/common/device_buffer.h"
 #include "kernels/common/device_generator.h"
+#include "kernels/external/plugin_kernel.h"
 #include "kernels/native/launch_native.h"
-#include "kernels/portable/launch_portable.h"
 #include "kernels/native/native_plan.h"
+#include "kernels/portable/launch_portable.h"
 #include "reference/cublas_reference.h"
 
 namespace attnres {
@@ -78,7 +78,8 @@ double copy_bandwidth(Events& events) {
   ATTNRES_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
   std::vector<double> ms;
   for (int i = 0; i < 23; ++i) {
-    const double t = events.time_ms(nullptr, [&] { ATTNRES_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); });
+    const double t = events.time_ms(
+        nullptr, [&] { ATTNRES_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); });
     if (i >= 3) ms.push_back(t);
   }
   return 2.0 * double(bytes) / (median(ms) * 1e-3);
@@ -121,7 +122,8 @@ InputSets make_sets(const AttnResShape& shape, std::size_t l2_bytes) {
   CaseSpec spec = default_case("bench", shape.tokens, shape.hidden, shape.max_blocks, shape.num_blocks);
   const AttnResArgs a = sets.args(0);
   auto fill = [&](bf16_bits* data, std::int64_t rows, InputTensor which) {
-    generate_on_device(data, StridedLayout::matrix(rows, shape.hidden, shape.hidden), make_generator_key(spec.seed, to_string(which)),
+    generate_on_device(data, StridedLayout::matrix(rows, shape.hidden, shape.hidden),
+                       make_generator_key(spec.seed, to_string(which)),
                        resolve(spec.distributions[int(which)], spec.shape), nullptr);
   };
   fill(const_cast<bf16_bits*>(a.norm_weight), 1, InputTensor::norm_weight);
@@ -142,7 +144,8 @@ std::string check_kernel(InputSets& sets, const DeviceBuffer<double>& reference,
                          const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
   const AttnResArgs a = sets.args(0);
   const std::int64_t tokens = sets.shape.tokens, hidden = sets.shape.hidden;
-  ATTNRES_CUDA_CHECK(cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
+  ATTNRES_CUDA_CHECK(
+      cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
   ATTNRES_CUDA_CHECK(cudaMemset(a.output, 0xff, std::size_t(tokens * hidden) * sizeof(bf16_bits)));  // NaN poison
   launch(a, nullptr);
   ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
@@ -150,9 +153,9 @@ std::string check_kernel(InputSets& sets, const DeviceBuffer<double>& reference,
   const Comparison c = comparison_from(compare_output_on_device(output, reference.get(), 8e-2, 3e-2, nullptr), tokens,
                                        hidden, 8e-2, 3e-2);
   // Later timed launches keep updating prefix in place; restore it for the next check.
-  ATTNRES_CUDA_CHECK(cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
-  if (!c.within_tolerance())
-    return fmt::format("INCORRECT: max-abs {:.4g}; {}", c.max_abs_error, c.mismatch_summary());
+  ATTNRES_CUDA_CHECK(
+      cudaMemcpy(a.prefix, pristine.data(), pristine.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice));
+  if (!c.within_tolerance()) return fmt::format("INCORRECT: max-abs {:.4g}; {}", c.max_abs_error, c.mismatch_summary());
   return fmt::format("ok (max-abs {:.3g})", c.max_abs_error);
 }
 
@@ -186,7 +189,8 @@ double time_graph_replays(int repeats, cudaStream_t stream, const std::function<
   try {
     ATTNRES_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
     for (int i = 0; i < replays; ++i)
-      ms.push_back(events.time_ms(stream, [&] { ATTNRES_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / kLaunchesPerGraph);
+      ms.push_back(events.time_ms(stream, [&] { ATTNRES_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) /
+                   kLaunchesPerGraph);
   } catch (...) {
     cudaGraphExecDestroy(exec);
     throw;
@@ -209,13 +213,15 @@ double time_copy_of_the_same_bytes(double bytes, int buffer_pairs, int repeats, 
   ATTNRES_CUDA_CHECK(cudaMemset(source.get(), 1, source.size()));
   return time_graph_replays(repeats, stream, [&](int i, cudaStream_t s) {
     const std::size_t offset = std::size_t(i % buffer_pairs) * half;
-    ATTNRES_CUDA_CHECK(cudaMemcpyAsync(target.get() + offset, source.get() + offset, half, cudaMemcpyDeviceToDevice, s));
+    ATTNRES_CUDA_CHECK(
+        cudaMemcpyAsync(target.get() + offset, source.get() + offset, half, cudaMemcpyDeviceToDevice, s));
   });
 }
 
 // Median time of one launch with CUDA events around each launch on the default stream: for
 // kernels that cannot be captured into a graph (host overhead included).
-double time_kernel_with_events(InputSets& sets, int repeats, const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
+double time_kernel_with_events(InputSets& sets, int repeats,
+                               const std::function<void(const AttnResArgs&, cudaStream_t)>& launch) {
   for (int i = 0; i < 3; ++i) launch(sets.args(i % sets.count), nullptr);
   ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
   Events events;
@@ -228,17 +234,20 @@ double time_kernel_with_events(InputSets& sets, int repeats, const std::function
 // One row per point: median microseconds and bytes per second of each kernel timed there (empty
 // where it did not run) and the reference's milliseconds.
 std::string bench_csv(const json& points) {
-  std::string csv = csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "same_bytes_copy_us", "native_plan", "native_us",
-                             "native_bytes_per_s", "native_pdl_us", "portable_us", "portable_bytes_per_s", "kernel", "kernel_us", "kernel_bytes_per_s",
-                             "cublas_reference_ms"});
+  std::string csv =
+      csv_row({"tokens", "num_blocks", "hidden", "bytes", "copy_bandwidth", "same_bytes_copy_us", "native_plan",
+               "native_us", "native_bytes_per_s", "native_pdl_us", "portable_us", "portable_bytes_per_s", "kernel",
+               "kernel_us", "kernel_bytes_per_s", "cublas_reference_ms"});
   auto cells = [](const json& point, const char* kernel) -> std::vector<std::string> {
     if (!point.contains(kernel) || !point[kernel].contains("median_us")) return {"", ""};
     return {fmt::format("{}", point[kernel]["median_us"].get<double>()),
             fmt::format("{}", point[kernel]["bytes_per_s"].get<double>())};
   };
   for (const json& p : points) {
-    std::vector<std::string> row{std::to_string(p["tokens"].get<std::int64_t>()), std::to_string(p["num_blocks"].get<int>()),
-                                 std::to_string(p["hidden"].get<int>()), fmt::format("{}", p["bytes"].get<double>()),
+    std::vector<std::string> row{std::to_string(p["tokens"].get<std::int64_t>()),
+                                 std::to_string(p["num_blocks"].get<int>()),
+                                 std::to_string(p["hidden"].get<int>()),
+                                 fmt::format("{}", p["bytes"].get<double>()),
                                  fmt::format("{}", p["copy_bandwidth"].get<double>()),
                                  fmt::format("{}", p["same_bytes_copy_us"].get<double>())};
     row.push_back(p["native"].contains("plan") ? p["native"]["plan"].get<std::string>() : "");
@@ -263,7 +272,8 @@ struct KernelUnderTest {
 
 CommandOutput bench_command(const BenchArguments& args, const BackendOptions& kernel_options) {
   CommandOutput out;
-  require_writable_reports({{"--markdown", args.markdown_path}, {"--json", args.json_path}, {"--csv", args.csv_path}}, {});
+  require_writable_reports({{"--markdown", args.markdown_path}, {"--json", args.json_path}, {"--csv", args.csv_path}},
+                           {});
   std::string why;
   std::unique_ptr<Backend> backend = make_cuda_backend(why);
   if (!backend) throw std::runtime_error("bench needs a CUDA device: " + why);
@@ -271,17 +281,20 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
   KernelUnderTest under_test;
   if (!kernel_options.kernel.empty()) {
     if (!is_external_kernel(kernel_options.kernel))
-      throw UsageError("bench --kernel: native and portable are always timed; name an external kernel (so:, torch-op:, python:)");
+      throw UsageError(
+          "bench --kernel: native and portable are always timed; name an external kernel (so:, torch-op:, python:)");
     try {
-      under_test.entry = load_external_kernel(parse_kernel_spec(kernel_options.kernel),
-                                              {kernel_options.torch_library, kernel_options.signature, OperandPlace::cuda_device});
+      under_test.entry =
+          load_external_kernel(parse_kernel_spec(kernel_options.kernel),
+                               {kernel_options.torch_library, kernel_options.signature, OperandPlace::cuda_device});
     } catch (const KernelSpecError& e) {
       throw UsageError(e.what());
     } catch (const PluginError& e) {
       throw UsageError(e.what());
     }
     if (under_test.entry->operands() != OperandPlace::cuda_device)
-      throw UsageError(fmt::format("bench --kernel {}: it takes host operands; bench times CUDA kernels", kernel_options.kernel));
+      throw UsageError(
+          fmt::format("bench --kernel {}: it takes host operands; bench times CUDA kernels", kernel_options.kernel));
     under_test.name = kernel_options.kernel;
   }
   cudaDeviceProp props{};
@@ -291,20 +304,24 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
   Stream stream;
   json results = json::array();
   std::string plan_rows;  // the --native-plans table's rows
-  std::string table = fmt::format("Device {} ({}), H={}, delta and output norm on, no block write; copy bandwidth {:.2f} TB/s "
-                                  "(2 GiB device-to-device, read+written bytes). Each time is the median over CUDA-graph replays of 20 launches "
-                                  "on rotating input sets (together > 4x L2). Same-bytes copy: a device-to-device copy reading "
-                                  "half of the point's bytes and writing the other half, timed the same way (the floor for "
-                                  "those bytes at that size).\n\n",
-                                  device.name, device_arch(device), args.hidden, copy / 1e12);
+  std::string table = fmt::format(
+      "Device {} ({}), H={}, delta and output norm on, no block write; copy bandwidth {:.2f} TB/s "
+      "(2 GiB device-to-device, read+written bytes). Each time is the median over CUDA-graph replays of 20 launches "
+      "on rotating input sets (together > 4x L2). Same-bytes copy: a device-to-device copy reading "
+      "half of the point's bytes and writing the other half, timed the same way (the floor for "
+      "those bytes at that size).\n\n",
+      device.name, device_arch(device), args.hidden, copy / 1e12);
   if (args.pdl)
-    table += "Native PDL: the same launches with programmatic dependent launch, so each one's prologue overlaps the previous "
-             "one's tail.\n\n";
+    table +=
+        "Native PDL: the same launches with programmatic dependent launch, so each one's prologue overlaps the "
+        "previous "
+        "one's tail.\n\n";
   if (under_test.entry)
-    table += fmt::format("Kernel under test (`{}`): timed the same way where its launch can be captured on the tool's stream, "
-                         "otherwise with CUDA events around each launch on the default stream (host overhead included); the "
-                         "`timed` column says which.\n\n",
-                         under_test.name);
+    table += fmt::format(
+        "Kernel under test (`{}`): timed the same way where its launch can be captured on the tool's stream, "
+        "otherwise with CUDA events around each launch on the default stream (host overhead included); the "
+        "`timed` column says which.\n\n",
+        under_test.name);
   table += "| T | blocks | MB moved | same-bytes copy µs | native plan | native µs | native TB/s | native % copy |";
   table += args.pdl ? " native PDL µs |" : "";
   table += " portable µs | portable TB/s | native / portable |";
@@ -328,7 +345,8 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       const double bytes = double(tokens) * args.hidden * sizeof(bf16_bits) * (2 + nb + 2);
       const AttnResArgs a0 = sets.args(0);
       std::vector<bf16_bits> pristine(std::size_t(tokens * args.hidden));
-      ATTNRES_CUDA_CHECK(cudaMemcpy(pristine.data(), a0.prefix, pristine.size() * sizeof(bf16_bits), cudaMemcpyDeviceToHost));
+      ATTNRES_CUDA_CHECK(
+          cudaMemcpy(pristine.data(), a0.prefix, pristine.size() * sizeof(bf16_bits), cudaMemcpyDeviceToHost));
       // The reference synchronises before it returns, so CUDA events around it time it end to end;
       // the first point also pays for a warm-up call (cuBLAS handle, module load).
       if (results.empty()) cublas_reference(a0, nullptr);
@@ -348,12 +366,17 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
       const auto portable = entry_launcher("portable");
       const native::Plan chosen = native::choose_plan(tokens, nb, args.hidden);
       const double copy_ms = time_copy_of_the_same_bytes(bytes, sets.count, args.repeats, stream.get());
-      json point = {{"tokens", tokens},          {"num_blocks", nb},          {"hidden", args.hidden},
-                    {"bytes", bytes},            {"copy_bandwidth", copy},    {"same_bytes_copy_us", copy_ms * 1e3},
+      json point = {{"tokens", tokens},
+                    {"num_blocks", nb},
+                    {"hidden", args.hidden},
+                    {"bytes", bytes},
+                    {"copy_bandwidth", copy},
+                    {"same_bytes_copy_us", copy_ms * 1e3},
                     {"cublas_reference_ms", ref_ms}};
       const std::string portable_check = check_kernel(sets, reference, pristine, portable);
       const double portable_ms = time_kernel(sets, args.repeats, stream.get(), portable);
-      point["portable"] = {{"median_us", portable_ms * 1e3}, {"bytes_per_s", bytes / (portable_ms * 1e-3)}, {"check", portable_check}};
+      point["portable"] = {
+          {"median_us", portable_ms * 1e3}, {"bytes_per_s", bytes / (portable_ms * 1e-3)}, {"check", portable_check}};
       const bool native_runs = decision.path == KernelPath::native && !decision.rejection;
       std::string native_cells = "n/a | n/a | n/a | n/a", pdl_cell = args.pdl ? " n/a |" : "", ratio = "n/a",
                   check = "portable " + portable_check;
@@ -361,12 +384,15 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
         const std::string native_check = check_kernel(sets, reference, pristine, native);
         const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
         const double bw = bytes / (native_ms * 1e-3);
-        native_cells = fmt::format("{} | {:.1f} | {:.2f} | {:.1f}%", native::to_string(chosen), native_ms * 1e3, bw / 1e12,
-                                   100.0 * bw / copy);
+        native_cells = fmt::format("{} | {:.1f} | {:.2f} | {:.1f}%", native::to_string(chosen), native_ms * 1e3,
+                                   bw / 1e12, 100.0 * bw / copy);
         ratio = fmt::format("{:.2f}x", portable_ms / native_ms);
         check = "native " + native_check + ", " + check;
-        point["native"] = {{"plan", native::to_string(chosen)}, {"median_us", native_ms * 1e3}, {"bytes_per_s", bw},
-                           {"fraction_of_copy", bw / copy}, {"check", native_check}};
+        point["native"] = {{"plan", native::to_string(chosen)},
+                           {"median_us", native_ms * 1e3},
+                           {"bytes_per_s", bw},
+                           {"fraction_of_copy", bw / copy},
+                           {"check", native_check}};
         if (args.pdl) {
           LaunchOptions pdl;
           pdl.programmatic_dependent_launch = true;
@@ -375,7 +401,8 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
           const double pdl_ms = time_kernel(sets, args.repeats, stream.get(), native_pdl);
           pdl_cell = fmt::format(" {:.1f} |", pdl_ms * 1e3);
           if (pdl_check != native_check) check += ", native with PDL " + pdl_check;
-          point["native_pdl"] = {{"median_us", pdl_ms * 1e3}, {"bytes_per_s", bytes / (pdl_ms * 1e-3)}, {"check", pdl_check}};
+          point["native_pdl"] = {
+              {"median_us", pdl_ms * 1e3}, {"bytes_per_s", bytes / (pdl_ms * 1e-3)}, {"check", pdl_check}};
         }
       } else {
         point["native"] = {{"not_run", decision.reason}};
@@ -405,7 +432,9 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
           point["kernel"] = {{"name", under_test.name}, {"not_run", why->reason}};
           check += ", kernel not run: " + why->reason;
         } else {
-          const auto external = [&](const AttnResArgs& a, cudaStream_t s) { under_test.entry->launch(a, LaunchOptions{}, s); };
+          const auto external = [&](const AttnResArgs& a, cudaStream_t s) {
+            under_test.entry->launch(a, LaunchOptions{}, s);
+          };
           std::string kernel_check, timed = "graph";
           double kernel_ms = 0;
           try {
@@ -428,15 +457,17 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
             point["kernel"] = {{"name", under_test.name}, {"check", kernel_check}};
           } else {
             const double bw = bytes / (kernel_ms * 1e-3);
-            kernel_cells = fmt::format(" {:.1f} | {:.2f} | {:.1f}% | {} |", kernel_ms * 1e3, bw / 1e12, 100.0 * bw / copy, timed);
-            point["kernel"] = {{"name", under_test.name}, {"median_us", kernel_ms * 1e3}, {"bytes_per_s", bw},
-                               {"fraction_of_copy", bw / copy}, {"timed", timed}, {"check", kernel_check}};
+            kernel_cells =
+                fmt::format(" {:.1f} | {:.2f} | {:.1f}% | {} |", kernel_ms * 1e3, bw / 1e12, 100.0 * bw / copy, timed);
+            point["kernel"] = {{"name", under_test.name}, {"median_us", kernel_ms * 1e3},
+                               {"bytes_per_s", bw},       {"fraction_of_copy", bw / copy},
+                               {"timed", timed},          {"check", kernel_check}};
           }
         }
       }
       table += fmt::format("| {} | {} | {:.1f} | {:.1f} | {} |{} {:.1f} | {:.2f} | {} |{} {:.1f} | {} |\n", tokens, nb,
-                           bytes / 1e6, copy_ms * 1e3, native_cells, pdl_cell, portable_ms * 1e3, bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells,
-                           ref_ms, check);
+                           bytes / 1e6, copy_ms * 1e3, native_cells, pdl_cell, portable_ms * 1e3,
+                           bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells, ref_ms, check);
       results.push_back(point);
     }
   if (args.native_plans) {
@@ -449,14 +480,19 @@ CommandOutput bench_command(const BenchArguments& args, const BackendOptions& ke
     table += "\n" + rule + "\n" + plan_rows;
   }
   out.text = table;
-  write_report(args.markdown_path, [&] { return table; }, out);
-  write_report(args.json_path, [&] {
-    return json{{"schema", "attnres-check/bench"}, {"schema_version", 1}, {"device", device.name}, {"copy_bandwidth", copy},
-                {"repeats", args.repeats}, {"points", results}}
-               .dump(2) +
-           "\n";
-  }, out);
-  write_report(args.csv_path, [&] { return bench_csv(results); }, out);
+  write_report(
+      args.markdown_path, [&] { return table; }, out);
+  write_report(
+      args.json_path,
+      [&] {
+        return json{{"schema", "attnres-check/bench"}, {"schema_version", 1},     {"device", device.name},
+                    {"copy_bandwidth", copy},          {"repeats", args.repeats}, {"points", results}}
+                   .dump(2) +
+               "\n";
+      },
+      out);
+  write_report(
+      args.csv_path, [&] { return bench_csv(results); }, out);
   return out;
 }
 

@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "app/workers/make_case_runner.h"
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
-#include "app/engine/runner.h"
 #include "app/cli/commands/shrink.h"
+#include "app/engine/runner.h"
+#include "app/workers/make_case_runner.h"
 #include "kernels/native/native_limits.h"
 
 namespace attnres {
@@ -56,11 +56,14 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
   // T: empty and single-token batches often, else log-uniform up to the limit.
   std::int64_t tokens = 0;
   const double t_pick = std::uniform_real_distribution<double>(0, 1)(rng);
-  if (t_pick < 0.1) tokens = 0;
-  else if (t_pick < 0.3) tokens = 1;
+  if (t_pick < 0.1)
+    tokens = 0;
+  else if (t_pick < 0.3)
+    tokens = 1;
   else
-    tokens = std::min<std::int64_t>(
-        limits.max_tokens, std::int64_t(std::exp(std::uniform_real_distribution<double>(std::log(2.0), std::log(double(limits.max_tokens) + 1))(rng))));
+    tokens =
+        std::min<std::int64_t>(limits.max_tokens, std::int64_t(std::exp(std::uniform_real_distribution<double>(
+                                                      std::log(2.0), std::log(double(limits.max_tokens) + 1))(rng))));
   // H: half of the time one the native kernel takes (a multiple of its granule), else any multiple of 8.
   const int native_choices = std::max(1, std::min(limits.max_hidden, native::kMaxHidden) / native::kHiddenMultiple);
   const int hidden = chance(rng, 0.5) ? native::kHiddenMultiple * int(uniform(rng, 1, native_choices))
@@ -97,7 +100,8 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
   spec.distributions[int(InputTensor::prefix)].std = scales[std::size_t(uniform(rng, 0, 3))];
   if (max_blocks > 0 && chance(rng, 0.7)) {
     std::vector<double>& block_scales = spec.distributions[int(InputTensor::blocks)].block_scales;
-    for (int b = 0; b < max_blocks; ++b) block_scales.push_back(chance(rng, 0.1) ? 0.0 : scales[std::size_t(uniform(rng, 0, 3))]);
+    for (int b = 0; b < max_blocks; ++b)
+      block_scales.push_back(chance(rng, 0.1) ? 0.0 : scales[std::size_t(uniform(rng, 0, 3))]);
   }
   // Sources of RMS 0.01 (eps then matters), or a residual of bf16 denormals (p must be written
   // back bit for bit, which a kernel flushing denormals to zero does not do).
@@ -132,15 +136,17 @@ TrialOutcome classify_trial(const CaseResult& r) {
 CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   const ExploreArguments& args = inv.explore;
   CommandOutput out;
-  const std::unique_ptr<CaseRunner> runner = make_case_runner(inv.backend, case_run_options(inv, args.no_layout_guard), out.notes);
+  const std::unique_ptr<CaseRunner> runner =
+      make_case_runner(inv.backend, case_run_options(inv, args.no_layout_guard), out.notes);
   std::random_device fresh;
   const std::uint64_t seed = args.seed ? *args.seed : (std::uint64_t(fresh()) << 32) | fresh();
   std::mt19937_64 rng(seed);
   const ExploreLimits limits{args.max_tokens, args.max_hidden};
-  out.text = fmt::format("explore: seed {} (--seed {} replays it), backend {}, device {}, kernel {}{}, budget {} trials\n",
-                         seed, seed, runner->backend_name(), runner->device_description(),
-                         inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
-                         args.no_layout_guard ? ", layout guard off" : "", args.budget);
+  out.text =
+      fmt::format("explore: seed {} (--seed {} replays it), backend {}, device {}, kernel {}{}, budget {} trials\n",
+                  seed, seed, runner->backend_name(), runner->device_description(),
+                  inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
+                  args.no_layout_guard ? ", layout guard off" : "", args.budget);
   std::array<int, 5> counts{};
   std::map<std::string, int> kernels, refusals, skip_reasons, not_run_reasons;
   // A problem the kernel's signature cannot express is drawn again (a few times), so that the
@@ -163,10 +169,11 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
     if (outcome == TrialOutcome::skipped) ++skip_reasons[result.detail];
     if (outcome == TrialOutcome::not_run) ++not_run_reasons[result.detail];
     if (outcome != TrialOutcome::finding) continue;
-    out.text += fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides {})\n  {}\n",
-                            i, to_string(result.disposition), printable(result.kernel), spec.shape.tokens, spec.shape.hidden,
-                            spec.shape.num_blocks, spec.shape.max_blocks, describe_strides(spec.shape, spec.strides),
-                            printable(result.detail));
+    out.text +=
+        fmt::format("trial {} went wrong: {} on {} (T={}, H={}, num_blocks={}, max_blocks={}, strides {})\n  {}\n", i,
+                    to_string(result.disposition), printable(result.kernel), spec.shape.tokens, spec.shape.hidden,
+                    spec.shape.num_blocks, spec.shape.max_blocks, describe_strides(spec.shape, spec.strides),
+                    printable(result.detail));
     const ShrinkOutcome shrunk = shrink_case(spec, *runner, "");
     out.text += shrunk.log;
     const std::filesystem::path dir = args.out_dir.empty() ? "explore-" + spec.name : args.out_dir;
@@ -178,10 +185,11 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   }
   std::string by_kernel;
   for (const auto& [name, n] : kernels) by_kernel += fmt::format("{}{} {}", by_kernel.empty() ? "" : ", ", n, name);
-  out.text += fmt::format("{} trials, nothing went wrong: {} passed, {} refused as the kernel declares it may or must, {} "
-                          "skipped (its signature cannot express them; {} such draws were drawn again), {} not run "
-                          "(kernels: {})\n",
-                          args.budget, counts[0], counts[1], counts[2], redrawn, counts[3], by_kernel);
+  out.text += fmt::format(
+      "{} trials, nothing went wrong: {} passed, {} refused as the kernel declares it may or must, {} "
+      "skipped (its signature cannot express them; {} such draws were drawn again), {} not run "
+      "(kernels: {})\n",
+      args.budget, counts[0], counts[1], counts[2], redrawn, counts[3], by_kernel);
   // Each reason with its count, so that what the kernel cannot be asked is seen.
   out.text += counted_lines("refused", refusals) + counted_lines("skipped", skip_reasons) +
               counted_lines("not run", not_run_reasons);

@@ -20,7 +20,8 @@ CommandOutput info_command(const Invocation& inv) {
   out.text += fmt::format("native images in this build: {}\n", fmt::join(compiled_native_images(), ", "));
   if (backend->name() == "cuda") {
     const NativeImageQuery query = query_native_image();
-    out.text += fmt::format("native image loadable on this device: {} ({})\n", query.loadable ? "yes" : "no", query.detail);
+    out.text +=
+        fmt::format("native image loadable on this device: {} ({})\n", query.loadable ? "yes" : "no", query.detail);
   }
   out.text += fmt::format("dispatcher sees: sm_90a image {}, sm_100a image {}\n", images.sm90a ? "yes" : "no",
                           images.sm100a ? "yes" : "no");

@@ -32,7 +32,8 @@ Part read_part(const std::string& path) {
   // A CI matrix keeps each job's JUnit file too; say which file merge wants instead of a parse error.
   const std::size_t first = read.text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && read.text[first] == '<')
-    bad_report(path, "", "an XML file (JUnit?); merge reads the JSON reports of run --json and writes JUnit itself with --junit");
+    bad_report(path, "",
+               "an XML file (JUnit?); merge reads the JSON reports of run --json and writes JUnit itself with --junit");
   Part part{path, {}, 0, 0};
   try {
     part.report = report_from_json(parse_json_strict(read.text));
@@ -42,7 +43,8 @@ Part read_part(const std::string& path) {
   const std::string& shard = part.report.context.shard;
   if (!shard.empty()) {
     const std::optional<Shard> parsed = parse_shard(shard);
-    if (!parsed) bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got {}", quoted_literal(shard)));
+    if (!parsed)
+      bad_report(path, "/shard", fmt::format("expected k/n with 1 <= k <= n, got {}", quoted_literal(shard)));
     part.shard = parsed->k;
     part.shards = parsed->n;
   }
@@ -55,35 +57,41 @@ void check_shards(std::vector<Part>& parts) {
   const int shards = parts.front().shards;
   for (const Part& p : parts)
     if (p.shards != shards)
-      bad_report(p.path, "/shard", fmt::format("shard {} of {}, but {} is one of {}: merge joins the shards of one run",
-                                               p.shard, p.shards, parts.front().path, shards));
+      bad_report(p.path, "/shard",
+                 fmt::format("shard {} of {}, but {} is one of {}: merge joins the shards of one run", p.shard,
+                             p.shards, parts.front().path, shards));
   std::stable_sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.shard < b.shard; });
   for (std::size_t i = 1; i < parts.size(); ++i)
     if (parts[i].shard == parts[i - 1].shard)
-      bad_report(parts[i].path, "/shard", fmt::format("shard {}/{} again (also {})", parts[i].shard, shards, parts[i - 1].path));
+      bad_report(parts[i].path, "/shard",
+                 fmt::format("shard {}/{} again (also {})", parts[i].shard, shards, parts[i - 1].path));
   // The shards are distinct and at most n, so n - reports of them are missing (named up to 8: n
   // comes from a file and may be 2^31 - 1).
   const std::int64_t missing_count = std::int64_t(shards) - std::int64_t(parts.size());
   if (missing_count > 0) {
     std::vector<int> missing;
     for (int k = 1, i = 0; k <= shards && missing.size() < 8; ++k) {
-      if (i < int(parts.size()) && parts[std::size_t(i)].shard == k) ++i;
-      else missing.push_back(k);
+      if (i < int(parts.size()) && parts[std::size_t(i)].shard == k)
+        ++i;
+      else
+        missing.push_back(k);
     }
-    bad_report(parts.front().path, "/shard",
-               fmt::format("shard{} {}{} of {} missing: merge needs every shard's report", missing_count == 1 ? "" : "s",
-                           fmt::join(missing, ", "),
-                           missing_count > std::int64_t(missing.size()) ? fmt::format(" ... ({} in all)", missing_count) : "",
-                           shards));
+    bad_report(
+        parts.front().path, "/shard",
+        fmt::format("shard{} {}{} of {} missing: merge needs every shard's report", missing_count == 1 ? "" : "s",
+                    fmt::join(missing, ", "),
+                    missing_count > std::int64_t(missing.size()) ? fmt::format(" ... ({} in all)", missing_count) : "",
+                    shards));
   }
   std::size_t total = 0;
   for (const Part& p : parts) total += p.report.results.size();
   for (const Part& p : parts) {
     const std::size_t expected = (total + std::size_t(shards - p.shard)) / std::size_t(shards);
     if (p.report.results.size() != expected)
-      bad_report(p.path, "/cases",
-                 fmt::format("{} cases, but shard {} of {} cases split {} ways has {}: the shards did not run one case list",
-                             p.report.results.size(), p.shard, total, shards, expected));
+      bad_report(
+          p.path, "/cases",
+          fmt::format("{} cases, but shard {} of {} cases split {} ways has {}: the shards did not run one case list",
+                      p.report.results.size(), p.shard, total, shards, expected));
   }
 }
 
@@ -109,9 +117,10 @@ CommandOutput merge_command(const Invocation& inv) {
   if (sharded > 0 && sharded < std::ptrdiff_t(parts.size())) {
     const auto& unsharded = *std::find_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards == 0; });
     const auto& with_shard = *std::find_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards > 0; });
-    bad_report(unsharded.path, "/shard",
-               fmt::format("not a shard, but {} is shard {}: merge joins either the shards of one run or unsharded reports",
-                           with_shard.path, with_shard.report.context.shard));
+    bad_report(
+        unsharded.path, "/shard",
+        fmt::format("not a shard, but {} is shard {}: merge joins either the shards of one run or unsharded reports",
+                    with_shard.path, with_shard.report.context.shard));
   }
   std::vector<CaseResult> results;
   if (sharded) {

@@ -12,7 +12,8 @@
 namespace attnres {
 
 int MutationScore::killed() const {
-  return int(std::count_if(mutants.begin(), mutants.end(), [](const MutantOutcome& m) { return !m.killed_by.empty(); }));
+  return int(
+      std::count_if(mutants.begin(), mutants.end(), [](const MutantOutcome& m) { return !m.killed_by.empty(); }));
 }
 
 double MutationScore::percent() const { return mutants.empty() ? 100.0 : 100.0 * killed() / double(mutants.size()); }
@@ -49,10 +50,13 @@ std::string giveaway(const CaseResult& r) {
   std::vector<std::string> parts;
   for (const Violation& v : r.violations) parts.push_back(v.to_string());
   if (const auto& c = r.comparison) {
-    if (c->nan_count || c->inf_count) parts.push_back(fmt::format("{} NaN, {} Inf in output", c->nan_count, c->inf_count));
-    if (c->mismatched) parts.push_back(fmt::format("{} elements out of tolerance, max-abs {:.3g}", c->mismatched, c->max_abs_error));
+    if (c->nan_count || c->inf_count)
+      parts.push_back(fmt::format("{} NaN, {} Inf in output", c->nan_count, c->inf_count));
+    if (c->mismatched)
+      parts.push_back(fmt::format("{} elements out of tolerance, max-abs {:.3g}", c->mismatched, c->max_abs_error));
     if (c->prefix_mismatches) parts.push_back(fmt::format("prefix not bit-exact in {} elements", c->prefix_mismatches));
-    if (c->blocks_mismatches) parts.push_back(fmt::format("written block not bit-exact in {} elements", c->blocks_mismatches));
+    if (c->blocks_mismatches)
+      parts.push_back(fmt::format("written block not bit-exact in {} elements", c->blocks_mismatches));
   }
   if (parts.empty()) return r.detail.substr(0, r.detail.find('\n'));
   constexpr std::size_t kParts = 2;
@@ -69,17 +73,19 @@ std::string mutation_score_text(const MutationScore& score) {
   std::string text = fmt::format("mutants on backend {}, device {}: {} cases, {} of them met by the unmutated kernel\n",
                                  score.backend, score.device, score.cases, judged);
   for (const CaseResult& r : score.left_out)
-    text += fmt::format("  left out: {} ({} with the unmutated kernel: cannot judge a mutation)\n", r.name, to_string(r.disposition));
+    text += fmt::format("  left out: {} ({} with the unmutated kernel: cannot judge a mutation)\n", r.name,
+                        to_string(r.disposition));
   text += fmt::format("{:<24} {:<9} {:<10} {}\n", "mutant", "verdict", "cases", "killed first by");
   for (const MutantOutcome& m : score.mutants) {
     const bool killed = !m.killed_by.empty();
     text += fmt::format("{:<24} {:<9} {:<10} {}\n", m.name, killed ? "killed" : "SURVIVED",
                         fmt::format("{}/{}", m.killed_by.size(), judged),
-                        killed ? fmt::format("{} ({}: {})", m.killed_by.front().name, to_string(m.killed_by.front().disposition),
-                                             giveaway(m.killed_by.front()))
+                        killed ? fmt::format("{} ({}: {})", m.killed_by.front().name,
+                                             to_string(m.killed_by.front().disposition), giveaway(m.killed_by.front()))
                                : std::string("no case tells it from a correct kernel: ") + m.description);
   }
-  text += fmt::format("mutation score: {} of {} mutants killed ({:.0f}%)\n", score.killed(), score.mutants.size(), score.percent());
+  text += fmt::format("mutation score: {} of {} mutants killed ({:.0f}%)\n", score.killed(), score.mutants.size(),
+                      score.percent());
   return text;
 }
 
@@ -88,21 +94,19 @@ nlohmann::json mutation_score_json(const MutationScore& score) {
   for (const MutantOutcome& m : score.mutants) {
     nlohmann::json killers = nlohmann::json::array();
     for (const CaseResult& r : m.killed_by)
-      killers.push_back({{"case", r.name}, {"location", r.location}, {"disposition", to_string(r.disposition)}, {"giveaway", giveaway(r)}});
-    mutants.push_back({{"name", m.name}, {"description", m.description}, {"killed", !m.killed_by.empty()}, {"killed_by", killers}});
+      killers.push_back({{"case", r.name},
+                         {"location", r.location},
+                         {"disposition", to_string(r.disposition)},
+                         {"giveaway", giveaway(r)}});
+    mutants.push_back(
+        {{"name", m.name}, {"description", m.description}, {"killed", !m.killed_by.empty()}, {"killed_by", killers}});
   }
   nlohmann::json left_out = nlohmann::json::array();
   for (const CaseResult& r : score.left_out)
     left_out.push_back({{"case", r.name}, {"location", r.location}, {"disposition", to_string(r.disposition)}});
-  return {{"schema_version", 1},
-          {"backend", score.backend},
-          {"device", score.device},
-          {"cases", score.cases},
-          {"left_out", left_out},
-          {"mutants", mutants},
-          {"killed", score.killed()},
-          {"total", score.mutants.size()},
-          {"percent", score.percent()}};
+  return {{"schema_version", 1},      {"backend", score.backend},      {"device", score.device},
+          {"cases", score.cases},     {"left_out", left_out},          {"mutants", mutants},
+          {"killed", score.killed()}, {"total", score.mutants.size()}, {"percent", score.percent()}};
 }
 
 CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
@@ -127,12 +131,15 @@ CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
     return out;
   }
   std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-  for (std::unique_ptr<KernelEntry>& entry : make_mutant_entries(backend->operand_place())) backend->add_kernel(std::move(entry));
+  for (std::unique_ptr<KernelEntry>& entry : make_mutant_entries(backend->operand_place()))
+    backend->add_kernel(std::move(entry));
   const RunOptions options = case_run_options(inv, false);
   const MutationScore score = score_mutants(cases, *backend, options, args.only, progress);
   out.text = mutation_score_text(score);
-  write_report(args.json_path, [&] { return dump_json(mutation_score_json(score), 2) + "\n"; }, out);
-  if (!loaded.errors.empty()) out.exit_code = kExitBadInput;
+  write_report(
+      args.json_path, [&] { return dump_json(mutation_score_json(score), 2) + "\n"; }, out);
+  if (!loaded.errors.empty())
+    out.exit_code = kExitBadInput;
   else if (score.percent() < args.fail_under) {
     out.notes += fmt::format("mutation score {:.0f}% is under --fail-under {:g}%\n", score.percent(), args.fail_under);
     out.exit_code = kExitUnmet;

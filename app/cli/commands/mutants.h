@@ -14,15 +14,15 @@
 namespace attnres {
 
 struct MutantOutcome {
-  std::string name;         // "no-key-rms-norm"
+  std::string name;  // "no-key-rms-norm"
   std::string description;
   std::vector<CaseResult> killed_by;  // the mutant's results on the cases that killed it
 };
 
 struct MutationScore {
   std::string backend, device;
-  int cases = 0;                         // selected and run
-  std::vector<CaseResult> left_out;      // the unmutated kernel's results where it did not meet the expectation
+  int cases = 0;                     // selected and run
+  std::vector<CaseResult> left_out;  // the unmutated kernel's results where it did not meet the expectation
   std::vector<MutantOutcome> mutants;
   int killed() const;
   double percent() const;  // killed mutants out of all, in percent (100 without mutants)

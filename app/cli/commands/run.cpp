@@ -10,13 +10,13 @@
 
 #include "app/casefile/case_spec.h"
 #include "app/casefile/file_output.h"
-#include "app/engine/interrupt.h"
 #include "app/casefile/json_io.h"
-#include "kernels/external/plugin_kernel.h"
-#include "app/report/report.h"
-#include "app/engine/runner.h"
 #include "app/casefile/safetensors.h"
+#include "app/engine/interrupt.h"
+#include "app/engine/runner.h"
+#include "app/report/report.h"
 #include "app/workers/worker.h"
+#include "kernels/external/plugin_kernel.h"
 
 namespace attnres {
 
@@ -27,7 +27,8 @@ namespace {
 // written for.
 void note_pinned_cases(const std::vector<CaseSpec>& cases, const std::string& kernel, std::string& notes) {
   if (kernel.empty()) return;
-  const auto pinned = std::count_if(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.kernel != KernelChoice::automatic; });
+  const auto pinned =
+      std::count_if(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.kernel != KernelChoice::automatic; });
   if (pinned)
     notes += fmt::format("{} case{} pinned to a built-in kernel run{} on --kernel {}\n", pinned, pinned == 1 ? "" : "s",
                          pinned == 1 ? "s" : "", kernel);
@@ -54,8 +55,9 @@ std::optional<ReplayInputs> read_replay(const RunArguments& args, const MemoryBu
   const std::uintmax_t size = std::filesystem::file_size(args.inputs, ec);
   const std::optional<std::int64_t> host = budget.host_bytes ? budget.host_bytes : available_host_memory();
   if (!ec && host && size > std::uintmax_t(*host)) {
-    errors.push_back({args.inputs, "", fmt::format("{} long, more than the host memory budget of {}", describe_bytes(std::int64_t(size)),
-                                                   describe_bytes(*host))});
+    errors.push_back({args.inputs, "",
+                      fmt::format("{} long, more than the host memory budget of {}", describe_bytes(std::int64_t(size)),
+                                  describe_bytes(*host))});
     return std::nullopt;
   }
   try {
@@ -130,14 +132,15 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   for (const CaseSpec& c : cases) case_names.push_back(c.name);
   fit_columns(style, case_names, {inv.backend.kernel});
   const auto emit = [&](const std::string& text) {
-    if (stream) stream(text);
-    else out.text += text;
+    if (stream)
+      stream(text);
+    else
+      out.text += text;
   };
   std::vector<CaseResult> results;
   RunContext context = run_context(inv, inv.backend.backend, "none (no case ran)");
   const bool spread = !inv.run.devices.empty();
-  const std::string devices_label =
-      inv.run.all_devices ? "all" : fmt::format("{}", fmt::join(inv.run.devices, ","));
+  const std::string devices_label = inv.run.all_devices ? "all" : fmt::format("{}", fmt::join(inv.run.devices, ","));
   const auto judged = [&](const CaseResult& r) {
     if (results.empty()) {
       context.backend = r.backend;
@@ -155,10 +158,13 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   std::optional<InputSource> replay_source;
   if (!inv.run.inputs.empty()) {
     if (cases.size() != 1)
-      throw UsageError(fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
+      throw UsageError(
+          fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
     replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors);
-    if (replay) replay_source = InputSource{[&] { return replay->tensors(); }, replay->held_bytes()};
-    else cases.clear();
+    if (replay)
+      replay_source = InputSource{[&] { return replay->tensors(); }, replay->held_bytes()};
+    else
+      cases.clear();
   }
   const InputSource* inputs = replay_source ? &*replay_source : nullptr;
   if (spread || (is_external_kernel(inv.backend.kernel) && !inv.run.in_process)) {
@@ -172,7 +178,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     };
     WorkerPlan plan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs, nullptr};
     if (spread || inv.run.verbosity == Verbosity::verbose)
-      plan.started = [&](long pid, const std::string& device) { emit(fmt::format("worker process {} on {}\n", pid, device)); };
+      plan.started = [&](long pid, const std::string& device) {
+        emit(fmt::format("worker process {} on {}\n", pid, device));
+      };
     out.notes += run_in_workers(cases, maker, plan, options, progress, judged);
     // The reports name every device that ran a case.
     if (spread) {
@@ -208,8 +216,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   }
   write_reports(results, loaded.errors, context, inv.run.report_files, out);
   if (signal) {
-    out.notes += fmt::format("interrupted by {}: the cases not judged are not-run (interrupted) in the table and reports\n",
-                             signal_name(signal));
+    out.notes +=
+        fmt::format("interrupted by {}: the cases not judged are not-run (interrupted) in the table and reports\n",
+                    signal_name(signal));
     out.exit_code = 128 + signal;
   }
   return out;

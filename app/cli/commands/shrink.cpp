@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "app/workers/make_case_runner.h"
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
 #include "app/engine/runner.h"
+#include "app/workers/make_case_runner.h"
 #include "kernels/registry/layout_guard.h"
 
 namespace attnres {
@@ -44,8 +44,10 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
     if (!layout_violation(next.shape, next.strides, INT64_MAX)) out.emplace_back(std::move(what), std::move(next));
   };
   if (s.tokens > 1) add(fmt::format("T {} -> 1", s.tokens), [](CaseSpec& n) { n.shape.tokens = 1; });
-  if (s.tokens > 2) add(fmt::format("T {} -> {}", s.tokens, s.tokens / 2), [&](CaseSpec& n) { n.shape.tokens = s.tokens / 2; });
-  if (s.tokens > 1) add(fmt::format("T {} -> {}", s.tokens, s.tokens - 1), [&](CaseSpec& n) { n.shape.tokens = s.tokens - 1; });
+  if (s.tokens > 2)
+    add(fmt::format("T {} -> {}", s.tokens, s.tokens / 2), [&](CaseSpec& n) { n.shape.tokens = s.tokens / 2; });
+  if (s.tokens > 1)
+    add(fmt::format("T {} -> {}", s.tokens, s.tokens - 1), [&](CaseSpec& n) { n.shape.tokens = s.tokens - 1; });
   if (s.num_blocks > 0)
     add(fmt::format("num_blocks {} -> {}", s.num_blocks, s.num_blocks - 1), [&](CaseSpec& n) { n.shape.num_blocks--; });
   const int needed_blocks = std::max(s.num_blocks, s.block_write_idx + 1);
@@ -61,7 +63,8 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   // H by halves rounded down to a multiple of 8, then by one step of 8: an H of 8 times an odd
   // number shrinks too.
   const int half_hidden = s.hidden / 2 / 8 * 8;
-  if (half_hidden >= 8) add(fmt::format("H {} -> {}", s.hidden, half_hidden), [&](CaseSpec& n) { n.shape.hidden = half_hidden; });
+  if (half_hidden >= 8)
+    add(fmt::format("H {} -> {}", s.hidden, half_hidden), [&](CaseSpec& n) { n.shape.hidden = half_hidden; });
   if (s.hidden - 8 > half_hidden)
     add(fmt::format("H {} -> {}", s.hidden, s.hidden - 8), [&](CaseSpec& n) { n.shape.hidden = s.hidden - 8; });
   // Row padding: halved, then none (the blocks' once they are token-major).
@@ -70,8 +73,9 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
     Operand operand;
     std::int64_t AttnResStrides::*stride;
   };
-  for (const Padded p : {Padded{Operand::prefix, &AttnResStrides::prefix}, Padded{Operand::delta, &AttnResStrides::delta},
-                         Padded{Operand::output, &AttnResStrides::output}, Padded{Operand::blocks, &AttnResStrides::blocks_row}}) {
+  for (const Padded p :
+       {Padded{Operand::prefix, &AttnResStrides::prefix}, Padded{Operand::delta, &AttnResStrides::delta},
+        Padded{Operand::output, &AttnResStrides::output}, Padded{Operand::blocks, &AttnResStrides::blocks_row}}) {
     const std::int64_t padding = c.strides.*p.stride - s.hidden;
     if (p.operand == Operand::blocks && !token_major_blocks) continue;
     auto pad_to = [&](std::int64_t to) {
@@ -81,13 +85,15 @@ std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
       };
     };
     if (padding > 0) add(fmt::format("{} padding {} -> 0", to_string(p.operand), padding), pad_to(0));
-    if (padding > 1) add(fmt::format("{} padding {} -> {}", to_string(p.operand), padding, padding / 2), pad_to(padding / 2));
+    if (padding > 1)
+      add(fmt::format("{} padding {} -> {}", to_string(p.operand), padding, padding / 2), pad_to(padding / 2));
   }
   if (!token_major_blocks)
     add("blocks made token-major", [&](CaseSpec& n) { set_token_major_blocks(n.strides, s.max_blocks, s.hidden); });
   for (int i = 0; i < kOperandCount; ++i)
     if (const std::int64_t offset = c.strides.storage_offset[i])
-      add(fmt::format("{} storage offset {} -> 0", to_string(Operand(i)), offset), [&](CaseSpec& n) { n.strides.storage_offset[i] = 0; });
+      add(fmt::format("{} storage offset {} -> 0", to_string(Operand(i)), offset),
+          [&](CaseSpec& n) { n.strides.storage_offset[i] = 0; });
   return out;
 }
 
@@ -96,9 +102,7 @@ bool went_wrong(const CaseResult& r) {
   return !r.violations.empty() || (r.comparison && (!r.comparison->within_tolerance() || !r.comparison->exact_state()));
 }
 
-double case_size(const CaseSpec& c) {
-  return double(c.shape.tokens) * (c.shape.num_blocks + 1) * c.shape.hidden;
-}
+double case_size(const CaseSpec& c) { return double(c.shape.tokens) * (c.shape.num_blocks + 1) * c.shape.hidden; }
 
 }  // namespace
 
@@ -109,7 +113,8 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, CaseRunner& runner, con
   const std::string target = verdict.empty() ? to_string(original.disposition) : verdict;
   if (!parse_disposition(target)) throw UsageError(fmt::format("--verdict: unknown disposition \"{}\"", target));
   if (target != to_string(original.disposition)) {
-    out.log = fmt::format("{}: is {}, not {}; nothing to shrink\n", current.name, to_string(original.disposition), target);
+    out.log =
+        fmt::format("{}: is {}, not {}; nothing to shrink\n", current.name, to_string(original.disposition), target);
     return out;
   }
   // A case expecting the layout guard's refusal stays one: a smaller case with dense rows would
@@ -147,17 +152,20 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, CaseRunner& runner, con
     // The original already ran guarded unless --no-layout-guard was given.
     const CaseResult before = runner.options().disable_layout_guard ? runner.run(original_spec, false) : original;
     const CaseResult after = runner.run(current, false);
-    if (before.rejection == original_spec.expected_message && after.rejection && *after.rejection != current.expected_message) {
+    if (before.rejection == original_spec.expected_message && after.rejection &&
+        *after.rejection != current.expected_message) {
       current.expected_message = *after.rejection;
-      out.log += fmt::format("  expected message updated to the shrunk layout's: {}\n", quoted_literal(current.expected_message));
+      out.log += fmt::format("  expected message updated to the shrunk layout's: {}\n",
+                             quoted_literal(current.expected_message));
     }
   }
   current.name += "-shrunk";
-  current.description = fmt::format("Shrunk by attnres-check from {} ({}); still {}.", original.location, original.name, target);
-  out.log += fmt::format("{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides {} ({:.3g}x smaller)\n",
-                         out.trials, current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
-                         describe_strides(current.shape, current.strides),
-                         case_size(original_spec) / case_size(current));
+  current.description =
+      fmt::format("Shrunk by attnres-check from {} ({}); still {}.", original.location, original.name, target);
+  out.log += fmt::format(
+      "{} trials; smallest case: T={}, H={}, max_blocks={}, num_blocks={}, strides {} ({:.3g}x smaller)\n", out.trials,
+      current.shape.tokens, current.shape.hidden, current.shape.max_blocks, current.shape.num_blocks,
+      describe_strides(current.shape, current.strides), case_size(original_spec) / case_size(current));
   out.shrunk = std::move(current);
   return out;
 }

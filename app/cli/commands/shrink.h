@@ -3,9 +3,9 @@
 #include <optional>
 #include <string>
 
-#include "app/engine/case_runner.h"
 #include "app/cli/cli.h"
 #include "app/cli/command_support.h"
+#include "app/engine/case_runner.h"
 
 namespace attnres {
 

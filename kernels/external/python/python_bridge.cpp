@@ -77,7 +77,8 @@ std::string start_python() {
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status))
-    return std::string("cannot start Python as ") + executable + ": " + (status.err_msg ? status.err_msg : "unknown error");
+    return std::string("cannot start Python as ") + executable + ": " +
+           (status.err_msg ? status.err_msg : "unknown error");
   PyEval_SaveThread();  // the GIL is taken around each call, so Python's own threads can run
   return "";
 }
@@ -228,7 +229,8 @@ int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, 
     return ATTNRES_BRIDGE_UNUSABLE;
   }
   if (kernel.signature == "vllm" && call->output->strides[0] != call->output->shape[1]) {
-    copy_text(reason, capacity, "the vllm signature returns a fresh output: a case with a padded output row stride cannot be expressed");
+    copy_text(reason, capacity,
+              "the vllm signature returns a fresh output: a case with a padded output row stride cannot be expressed");
     return ATTNRES_BRIDGE_INEXPRESSIBLE;
   }
   return 0;
@@ -277,18 +279,20 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
   }
   Gil gil;
   PyObject* capsules = PyTuple_New(7);
-  const DLTensor* operands[7] = {call->prefix,    call->delta,  call->blocks, call->norm_weight, call->qk_weight,
-                                 call->output_norm_weight, call->output};
+  const DLTensor* operands[7] = {call->prefix,      call->delta,     call->blocks,
+                                 call->norm_weight, call->qk_weight, call->output_norm_weight,
+                                 call->output};
   bool built = capsules != nullptr;
   for (int i = 0; built && i < 7; ++i) {
     PyObject* capsule = capsule_of(operands[i]);
     built = capsule != nullptr;
     if (built) PyTuple_SET_ITEM(capsules, i, capsule);  // steals the reference
   }
-  PyObject* result = built ? PyObject_CallFunction(kernel.glue_call, "OsOLLdd", kernel.function, kernel.signature.c_str(), capsules,
-                                                   static_cast<long long>(call->num_blocks),
-                                                   static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps)
-                           : nullptr;
+  PyObject* result =
+      built ? PyObject_CallFunction(kernel.glue_call, "OsOLLdd", kernel.function, kernel.signature.c_str(), capsules,
+                                    static_cast<long long>(call->num_blocks),
+                                    static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps)
+            : nullptr;
   Py_XDECREF(capsules);
   if (result) {
     Py_DECREF(result);

@@ -27,15 +27,32 @@ using attnres::bridge::copy_text;
 //   Tensor qk_weight, Tensor output_norm_weight, Tensor! output, int num_blocks, float eps,
 //   float output_norm_eps) -> (); an op may also take `Tensor? delta`, `Tensor?
 // output_norm_weight`, `int block_write_idx`, or return the output instead of taking it.
-enum class Slot { prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output, num_blocks, block_write_idx, eps, output_norm_eps };
+enum class Slot {
+  prefix,
+  delta,
+  blocks,
+  norm_weight,
+  qk_weight,
+  output_norm_weight,
+  output,
+  num_blocks,
+  block_write_idx,
+  eps,
+  output_norm_eps
+};
 
-const std::pair<const char*, Slot> kSlotNames[] = {
-    {"prefix", Slot::prefix},         {"delta", Slot::delta},
-    {"blocks", Slot::blocks},         {"norm_weight", Slot::norm_weight},
-    {"qk_weight", Slot::qk_weight},   {"output_norm_weight", Slot::output_norm_weight},
-    {"output", Slot::output},         {"out", Slot::output},
-    {"num_blocks", Slot::num_blocks}, {"block_write_idx", Slot::block_write_idx},
-    {"eps", Slot::eps},               {"output_norm_eps", Slot::output_norm_eps}};
+const std::pair<const char*, Slot> kSlotNames[] = {{"prefix", Slot::prefix},
+                                                   {"delta", Slot::delta},
+                                                   {"blocks", Slot::blocks},
+                                                   {"norm_weight", Slot::norm_weight},
+                                                   {"qk_weight", Slot::qk_weight},
+                                                   {"output_norm_weight", Slot::output_norm_weight},
+                                                   {"output", Slot::output},
+                                                   {"out", Slot::output},
+                                                   {"num_blocks", Slot::num_blocks},
+                                                   {"block_write_idx", Slot::block_write_idx},
+                                                   {"eps", Slot::eps},
+                                                   {"output_norm_eps", Slot::output_norm_eps}};
 
 std::optional<Slot> slot_of(const std::string& name) {
   for (const auto& [n, slot] : kSlotNames)
@@ -80,7 +97,8 @@ void bind_schema(TorchOp& op) {
     arg.slot = slot_of(a.name());
     if (!arg.slot) {
       if (!a.default_value()) {
-        op.unusable = "argument \"" + a.name() + "\" of " + schema.name() + " has no counterpart in the AttnRes contract "
+        op.unusable = "argument \"" + a.name() + "\" of " + schema.name() +
+                      " has no counterpart in the AttnRes contract "
                       "and no default (known names: prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, "
                       "output, num_blocks, block_write_idx, eps, output_norm_eps)";
         return;
@@ -127,7 +145,8 @@ void* open(const char* target, const char* library, const char* /*signature*/, i
     op->handle = c10::Dispatcher::singleton().findSchema({name, overload});
     if (!op->handle)
       op->unusable = "torch op " + op->target + " is not registered" +
-                     (library && *library ? std::string(" after loading ") + library : std::string(" (no --torch-library given)")) +
+                     (library && *library ? std::string(" after loading ") + library
+                                          : std::string(" (no --torch-library given)")) +
                      "; a build without this op (vLLM built for CUDA 12 has no _C::kimi_k3_attn_res) cannot run it";
     else
       bind_schema(*op);
@@ -163,8 +182,9 @@ int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, 
 
 at::Tensor wrap(const DLTensor* t) {
   if (!t) return {};
-  const c10::Device device = t->device.device_type == kDLCUDA ? c10::Device(c10::DeviceType::CUDA, c10::DeviceIndex(t->device.device_id))
-                                                              : c10::Device(c10::DeviceType::CPU);
+  const c10::Device device = t->device.device_type == kDLCUDA
+                                 ? c10::Device(c10::DeviceType::CUDA, c10::DeviceIndex(t->device.device_id))
+                                 : c10::Device(c10::DeviceType::CPU);
   return at::from_blob(t->data, at::IntArrayRef(t->shape, t->ndim), at::IntArrayRef(t->strides, t->ndim),
                        at::TensorOptions().dtype(at::kBFloat16).device(device));
 }
@@ -204,7 +224,8 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
     op.handle->callBoxed(&stack);
     if (!takes(op, Slot::output)) {
       const at::Tensor result = stack.at(0).toTensor();
-      if (result.sizes() != output.sizes() || result.scalar_type() != at::kBFloat16 || result.device() != output.device()) {
+      if (result.sizes() != output.sizes() || result.scalar_type() != at::kBFloat16 ||
+          result.device() != output.device()) {
         std::ostringstream what;
         what << op.target << " returned a " << result.scalar_type() << " tensor of shape " << result.sizes() << " on "
              << result.device() << "; expected BFloat16 " << output.sizes() << " on " << output.device();
