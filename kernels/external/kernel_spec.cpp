@@ -34,6 +34,20 @@ constexpr BridgePrefix kBridges[] = {
 
 bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
 
+// The bridge whose prefix `text` starts with, or null.
+const BridgePrefix* bridge_with_prefix(const std::string& text) {
+  for (const BridgePrefix& bridge : kBridges)
+    if (starts_with(text, bridge.prefix)) return &bridge;
+  return nullptr;
+}
+
+// The bridge of that name, or null.
+const BridgePrefix* bridge_named(const std::string& name) {
+  for (const BridgePrefix& bridge : kBridges)
+    if (name == bridge.bridge) return &bridge;
+  return nullptr;
+}
+
 }  // namespace
 
 KernelSpec parse_kernel_spec(const std::string& text) {
@@ -51,13 +65,12 @@ KernelSpec parse_kernel_spec(const std::string& text) {
       throw KernelSpecError(fmt::format("--kernel {}: expected so:PATH or so:PATH:SYMBOL", text));
     return spec;
   }
-  for (const BridgePrefix& bridge : kBridges) {
-    if (!starts_with(text, bridge.prefix)) continue;
+  if (const BridgePrefix* bridge = bridge_with_prefix(text)) {
     spec.kind = KernelSpec::Kind::bridge;
-    spec.bridge = bridge.bridge;
-    spec.target = text.substr(std::char_traits<char>::length(bridge.prefix));
-    if (!bridge.well_formed(spec.target))
-      throw KernelSpecError(fmt::format("--kernel {}: expected {}", text, bridge.form));
+    spec.bridge = bridge->bridge;
+    spec.target = text.substr(std::char_traits<char>::length(bridge->prefix));
+    if (!bridge->well_formed(spec.target))
+      throw KernelSpecError(fmt::format("--kernel {}: expected {}", text, bridge->form));
     return spec;
   }
   spec.name = text;
@@ -69,23 +82,18 @@ std::string KernelSpec::to_string() const {
     case Kind::builtin: return name;
     case Kind::shared_library: return kSharedLibraryPrefix + library + (symbol.empty() ? "" : ":" + symbol);
     case Kind::bridge:
-      for (const BridgePrefix& prefix : kBridges)
-        if (bridge == prefix.bridge) return prefix.prefix + target;
+      if (const BridgePrefix* prefix = bridge_named(bridge)) return prefix->prefix + target;
   }
   return name;
 }
 
 bool is_external_kernel(const std::string& text) {
-  if (starts_with(text, kSharedLibraryPrefix)) return true;
-  for (const BridgePrefix& bridge : kBridges)
-    if (starts_with(text, bridge.prefix)) return true;
-  return false;
+  return starts_with(text, kSharedLibraryPrefix) || bridge_with_prefix(text) != nullptr;
 }
 
 std::string bridge_build_requirement(const std::string& bridge) {
-  for (const BridgePrefix& prefix : kBridges)
-    if (bridge == prefix.bridge) return prefix.build_requirement;
-  return "its dependency";
+  const BridgePrefix* prefix = bridge_named(bridge);
+  return prefix ? prefix->build_requirement : "its dependency";
 }
 
 }  // namespace attnres
