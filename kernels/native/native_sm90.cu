@@ -228,6 +228,10 @@ __global__ void __launch_bounds__(kNativeMaxThreads, 1)
           for (int v = lane; v < vectors; v += 32) copy_vector(reinterpret_cast<uint4*>(target) + v, source + v);
           arrive_when_copies_land(&full[stage]);
         } else {
+          // The consumers' reads of this stage are generic-proxy accesses, ordered before this
+          // thread by the empty barrier; the bulk copy writes through the async proxy, which only
+          // this fence orders after them. Without it the copy overwrote stages still being read.
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
           mbar_arrive_expect_tx(&full[stage], row_bytes);
           bulk_load(target, load_source(a, t, j, plan), row_bytes, &full[stage], policy);
         }
