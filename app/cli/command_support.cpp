@@ -56,8 +56,9 @@ std::string case_plan(const std::vector<CaseSpec>& cases, const std::vector<Case
   return text;
 }
 
-std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args) {
-  if (!args.filters.empty()) {
+std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const std::vector<std::string>& filters,
+                                   const std::string& shard_text) {
+  if (!filters.empty()) {
     // A glob where the pattern has glob characters, else a substring (pytest's -k habit).
     const auto matches = [](const std::string& pattern, const std::string& name) {
       if (pattern.find_first_of("*?[") != std::string::npos) return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
@@ -65,16 +66,16 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
     };
     std::vector<CaseSpec> kept;
     for (auto& c : cases)
-      for (const auto& pattern : args.filters)
+      for (const auto& pattern : filters)
         if (matches(pattern, c.name)) {
           kept.push_back(std::move(c));
           break;
         }
     cases = std::move(kept);
   }
-  if (!args.shard.empty()) {
-    const std::optional<Shard> shard = parse_shard(args.shard);
-    if (!shard) throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", args.shard));
+  if (!shard_text.empty()) {
+    const std::optional<Shard> shard = parse_shard(shard_text);
+    if (!shard) throw UsageError(fmt::format("--shard: expected k/n with 1 <= k <= n, got \"{}\"", shard_text));
     std::vector<CaseSpec> kept;
     for (std::size_t i = 0; i < cases.size(); ++i)
       if (int(i % std::size_t(shard->n)) == shard->k - 1) kept.push_back(std::move(cases[i]));
@@ -83,11 +84,11 @@ std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArgumen
   return cases;
 }
 
-RunOptions case_run_options(const Invocation& inv, bool no_layout_guard) {
+RunOptions case_run_options(const CommonArguments& common, bool no_layout_guard) {
   RunOptions options;
   options.disable_layout_guard = no_layout_guard;
-  options.budget = inv.budget;
-  options.kernel = inv.backend.kernel;
+  options.budget = common.budget;
+  options.kernel = common.backend.kernel;
   return options;
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "app/casefile/file_output.h"
-#include "app/cli/cli.h"
+#include "app/cli/options.h"
 #include "app/engine/backend.h"
 #include "app/engine/command_output.h"
 #include "app/engine/runner.h"
@@ -44,10 +44,12 @@ void write_reports(const std::vector<CaseResult>& results, const std::vector<Cas
 void require_writable_reports(const std::vector<NamedPath>& reports, const std::vector<NamedPath>& inputs);
 
 // What every case of a command runs with: the memory budget, --kernel, and the layout guard.
-RunOptions case_run_options(const Invocation& invocation, bool no_layout_guard);
+RunOptions case_run_options(const CommonArguments& common, bool no_layout_guard);
 
-// The cases --filter and --shard select, in order. Throws UsageError for a malformed --shard.
-std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const RunArguments& args);
+// The cases --filter and --shard ("k/n"; empty: all) select, in order. Throws UsageError for a
+// malformed --shard.
+std::vector<CaseSpec> select_cases(std::vector<CaseSpec> cases, const std::vector<std::string>& filters,
+                                   const std::string& shard);
 
 // Loads exactly one case (optionally chosen by name) from a file; throws UsageError or a
 // CaseParseError-derived message.

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "app/casefile/file_output.h"
@@ -15,6 +16,7 @@
 #include "kernels/builtin/dispatch.h"
 #include "kernels/common/device_buffer.h"
 #include "kernels/common/device_generator.h"
+#include "kernels/common/problem.h"
 #include "kernels/external/plugin_kernel.h"
 #include "kernels/native/launch_native.h"
 #include "kernels/native/native_plan.h"
@@ -269,6 +271,38 @@ struct KernelUnderTest {
 };
 
 }  // namespace
+
+CommandOptions add_bench_command(CLI::App& app, BenchArguments& args, CommonArguments& common) {
+  CommandOptions command(
+      app.add_subcommand("bench", "time native and portable kernels against a measured copy bandwidth"));
+  CLI::App* bench = command.app();
+  bench->add_option("--tokens", args.tokens, "token counts to sweep")->capture_default_str();
+  bench->add_option("--blocks", args.blocks, "num_blocks values to sweep")->capture_default_str();
+  bench->add_option("--hidden", args.hidden, "hidden size")->capture_default_str();
+  bench->add_option("--repeats", args.repeats, "timed launches per point (median reported)")
+      ->check(CLI::Range(3, 100000))
+      ->capture_default_str();
+  bench->add_flag("--pdl", args.pdl,
+                  "also time the native kernel launched with programmatic dependent launch (each launch's prologue "
+                  "overlapping the previous one's tail)");
+  bench->add_flag(
+      "--native-plans", args.native_plans,
+      "also time every plan of the native kernel (ring, ring/cp.async, split/<cluster>x<vectors>), not only the one it "
+      "picks");
+  bench->add_option("--markdown", args.markdown_path, "also write the table as markdown here");
+  bench->add_option("--json", args.json_path, "also write the results as JSON here");
+  bench->add_option("--csv", args.csv_path, "also write one CSV row per point here");
+  add_kernel_options(command, common.backend);
+  command.after_parse([&args] {
+    for (auto t : args.tokens)
+      if (t < 1 || t > kMaxTokens) throw UsageError("--tokens: every value must be in [1, 2^31]");
+    for (int b : args.blocks)
+      if (b < 0 || b > 64) throw UsageError("--blocks: every value must be in [0, 64]");
+    if (args.hidden < 8 || args.hidden > kMaxHidden || args.hidden % 8)
+      throw UsageError("--hidden: must be a multiple of 8 in [8, 65536]");
+  });
+  return command;
+}
 
 CommandOutput bench_command(const BenchArguments& args, const BackendOptions& kernel_options) {
   CommandOutput out;

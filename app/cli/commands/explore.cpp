@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include "app/casefile/file_output.h"
@@ -15,6 +17,7 @@
 #include "app/cli/commands/shrink.h"
 #include "app/engine/runner.h"
 #include "app/workers/make_case_runner.h"
+#include "kernels/common/problem.h"
 #include "kernels/native/native_limits.h"
 
 namespace attnres {
@@ -133,11 +136,36 @@ TrialOutcome classify_trial(const CaseResult& r) {
   return TrialOutcome::finding;
 }
 
-CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
-  const ExploreArguments& args = inv.explore;
+CommandOptions add_explore_command(CLI::App& app, ExploreArguments& args, CommonArguments& common) {
+  CommandOptions command(app.add_subcommand(
+      "explore", "run random legal problems on the kernel until one goes wrong, then shrink it into a repro bundle"));
+  CLI::App* explore = command.app();
+  explore->add_option("--budget", args.budget, "trials before giving up (exit 0: nothing went wrong)")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  add_seed_option(command, args.seed, "the exploration's seed (default: fresh, printed)");
+  explore->add_option("--out", args.out_dir, "where the finding's repro bundle goes (default explore-<trial>)");
+  explore->add_flag("--force", args.force, "empty the bundle directory first if it holds anything");
+  explore->add_flag("--no-layout-guard", args.no_layout_guard, "run the native kernel without its stride guard");
+  explore->add_option("--max-tokens", args.max_tokens, "largest T drawn")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  explore->add_option("--max-hidden", args.max_hidden, "largest H drawn (a multiple of 8)")
+      ->check(CLI::Range(8, kMaxHidden))
+      ->capture_default_str();
+  add_backend_options(command, common.backend);
+  add_timeout_option(command, common.backend);
+  add_budget_options(command, common.budget);
+  command.after_parse([&args] {
+    if (args.max_hidden % 8) throw UsageError("--max-hidden: must be a multiple of 8");
+  });
+  return command;
+}
+
+CommandOutput explore_command(const ExploreArguments& args, const CommonArguments& common, const Progress& progress) {
   CommandOutput out;
   const std::unique_ptr<CaseRunner> runner =
-      make_case_runner(inv.backend, case_run_options(inv, args.no_layout_guard), out.notes);
+      make_case_runner(common.backend, case_run_options(common, args.no_layout_guard), out.notes);
   std::random_device fresh;
   const std::uint64_t seed = args.seed ? *args.seed : (std::uint64_t(fresh()) << 32) | fresh();
   std::mt19937_64 rng(seed);
@@ -145,7 +173,7 @@ CommandOutput explore_command(const Invocation& inv, const Progress& progress) {
   out.text =
       fmt::format("explore: seed {} (--seed {} replays it), backend {}, device {}, kernel {}{}, budget {} trials\n",
                   seed, seed, runner->backend_name(), runner->device_description(),
-                  inv.backend.kernel.empty() ? "auto (the dispatcher)" : inv.backend.kernel,
+                  common.backend.kernel.empty() ? "auto (the dispatcher)" : common.backend.kernel,
                   args.no_layout_guard ? ", layout guard off" : "", args.budget);
   std::array<int, 5> counts{};
   std::map<std::string, int> kernels, refusals, skip_reasons, not_run_reasons;

@@ -4,12 +4,26 @@
 // kernel under test until one goes wrong; that one is shrunk and written as a repro bundle.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
 #include "app/cli/command_support.h"
+#include "app/cli/options.h"
 
 namespace attnres {
+
+struct ExploreArguments {
+  int budget = 1000;                  // trials
+  std::optional<std::uint64_t> seed;  // the exploration's; default: fresh (printed)
+  std::string out_dir;                // the finding's repro bundle; default explore-<trial>
+  bool force = false;                 // empty a non-empty out_dir first
+  bool no_layout_guard = false;
+  std::int64_t max_tokens = 64;
+  int max_hidden = 2048;
+};
+
+CommandOptions add_explore_command(CLI::App& app, ExploreArguments& args, CommonArguments& common);
 
 struct ExploreLimits {
   std::int64_t max_tokens = 64;
@@ -24,6 +38,6 @@ CaseSpec draw_case(std::mt19937_64& rng, int index, const ExploreLimits& limits)
 enum class TrialOutcome { passed, refused, skipped, not_run, finding };
 TrialOutcome classify_trial(const CaseResult& result);
 
-CommandOutput explore_command(const Invocation& invocation, const Progress& progress);
+CommandOutput explore_command(const ExploreArguments& args, const CommonArguments& common, const Progress& progress);
 
 }  // namespace attnres

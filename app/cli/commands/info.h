@@ -1,11 +1,20 @@
 // `attnres-check info`: the device, the native images in the build, the kernel registry, and
 // what would run each case and why.
 #pragma once
-#include "app/cli/cli.h"
-#include "app/cli/command_support.h"
+#include <string>
+#include <vector>
+
+#include "app/cli/options.h"
+#include "app/engine/command_output.h"
 
 namespace attnres {
 
-CommandOutput info_command(const Invocation& invocation);
+struct InfoArguments {
+  std::vector<std::string> paths;  // case files or directories
+};
+
+CommandOptions add_info_command(CLI::App& app, InfoArguments& args, CommonArguments& common);
+
+CommandOutput info_command(const InfoArguments& args, const CommonArguments& common);
 
 }  // namespace attnres

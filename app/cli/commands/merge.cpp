@@ -4,10 +4,13 @@
 #include <cstdint>
 #include <unordered_set>
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "app/casefile/json_io.h"
+#include "app/cli/command_support.h"
 #include "app/report/report.h"
 
 namespace attnres {
@@ -106,13 +109,23 @@ struct DistinctValues {
 
 }  // namespace
 
-CommandOutput merge_command(const Invocation& inv) {
+CommandOptions add_merge_command(CLI::App& app, MergeArguments& args) {
+  CommandOptions command(
+      app.add_subcommand("merge", "join the JSON reports of --shard k/n jobs (or any runs) into one report"));
+  command.app()->add_option("reports", args.reports, "JSON reports written by run --json")->required();
+  add_report_options(command, args.report_files);
+  command.app()->add_flag("--allow-not-run", args.allow_not_run, "cases nothing could run do not fail the exit code");
+  add_verbosity_flags(command, args.verbosity);
+  return command;
+}
+
+CommandOutput merge_command(const MergeArguments& args, const CommonArguments& common) {
   CommandOutput out;
   std::vector<NamedPath> inputs;
-  for (const std::string& path : inv.merge.reports) inputs.emplace_back("report given to merge", path);
-  require_writable_reports(named_report_files(inv.merge.report_files), inputs);
+  for (const std::string& path : args.reports) inputs.emplace_back("report given to merge", path);
+  require_writable_reports(named_report_files(args.report_files), inputs);
   std::vector<Part> parts;
-  for (const std::string& path : inv.merge.reports) parts.push_back(read_part(path));
+  for (const std::string& path : args.reports) parts.push_back(read_part(path));
   const auto sharded = std::count_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards > 0; });
   if (sharded > 0 && sharded < std::ptrdiff_t(parts.size())) {
     const auto& unsharded = *std::find_if(parts.begin(), parts.end(), [](const Part& p) { return p.shards == 0; });
@@ -151,7 +164,7 @@ CommandOutput merge_command(const Invocation& inv) {
   context.device = fmt::format("{}", fmt::join(devices.values, "; "));
   context.hostname = fmt::format("{}", fmt::join(hosts.values, "; "));
   context.case_roots = roots.values;
-  context.command_line = inv.command_line;
+  context.command_line = common.command_line;
   context.shard.clear();
 
   if (results.empty() && load_errors.empty()) {
@@ -159,11 +172,11 @@ CommandOutput merge_command(const Invocation& inv) {
     out.exit_code = kExitNoCases;
     return out;
   }
-  out.text = format_table(results, load_errors, context, TableStyle{inv.color, false, inv.merge.verbosity});
+  out.text = format_table(results, load_errors, context, TableStyle{common.color, false, args.verbosity});
   for (const CaseLoadError& e : load_errors) out.notes += printable(e.to_string()) + "\n";
-  out.exit_code = verdict_exit_code(results, load_errors, inv.merge.allow_not_run);
+  out.exit_code = verdict_exit_code(results, load_errors, args.allow_not_run);
   if (out.exit_code == kExitNoCases) out.notes += std::string(kJudgedNothing) + "\n";
-  write_reports(results, load_errors, context, inv.merge.report_files, out);
+  write_reports(results, load_errors, context, args.report_files, out);
   return out;
 }
 

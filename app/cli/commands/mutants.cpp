@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include "app/casefile/file_output.h"
@@ -109,8 +111,29 @@ nlohmann::json mutation_score_json(const MutationScore& score) {
           {"killed", score.killed()}, {"total", score.mutants.size()}, {"percent", score.percent()}};
 }
 
-CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
-  const MutantsArguments& args = inv.mutants;
+CommandOptions add_mutants_command(CLI::App& app, MutantsArguments& args, CommonArguments& common) {
+  CommandOptions command(app.add_subcommand(
+      "mutants", "run deliberately wrong kernels over the cases and report which cases catch which (mutation score)"));
+  CLI::App* mutants = command.app();
+  mutants->add_option("cases", args.paths, "case files or directories; default: the bundled cases");
+  mutants->add_option("--filter", args.filters,
+                      "only cases whose name contains this text or matches this glob (repeatable)");
+  mutants->add_option("--only", args.only, "only these mutants (repeatable; names as the table prints them)");
+  mutants->add_option("--json", args.json_path, "write which cases killed which mutant as JSON here");
+  add_percent_option(command, "--fail-under", args.fail_under,
+                     "exit 1 when the mutation score (percent of mutants killed) is below this, e.g. 100");
+  add_device_option(command, common.backend.device);
+  mutants
+      ->add_option("--backend", common.backend.backend,
+                   "auto: the CUDA device if there is one (mutants of a one-thread-per-token kernel); cpu: the "
+                   "same mutants on the host")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  add_budget_options(command, common.budget);
+  default_to_bundled_cases(command, args.paths);
+  return command;
+}
+
+CommandOutput mutants_command(const MutantsArguments& args, const CommonArguments& common, const Progress& progress) {
   CommandOutput out;
   for (const std::string& name : args.only)
     if (std::none_of(mutations().begin(), mutations().end(), [&](const MutationInfo& m) { return name == m.name; })) {
@@ -121,19 +144,17 @@ CommandOutput mutants_command(const Invocation& inv, const Progress& progress) {
   LoadedCases loaded = load_cases(args.paths);
   require_writable_reports({{"--json", args.json_path}}, case_file_inputs(loaded));
   for (const CaseLoadError& e : loaded.errors) out.notes += printable(e.to_string()) + "\n";
-  RunArguments selection;
-  selection.filters = args.filters;
-  const std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), selection);
+  const std::vector<CaseSpec> cases = select_cases(std::move(loaded.cases), args.filters, "");
   if (cases.empty()) {
     if (args.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
     out.notes += "no case selected\n";
     out.exit_code = loaded.errors.empty() ? kExitNoCases : kExitBadInput;
     return out;
   }
-  std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
+  std::unique_ptr<Backend> backend = make_backend(common.backend, out.notes);
   for (std::unique_ptr<KernelEntry>& entry : make_mutant_entries(backend->operand_place()))
     backend->add_kernel(std::move(entry));
-  const RunOptions options = case_run_options(inv, false);
+  const RunOptions options = case_run_options(common, false);
   const MutationScore score = score_mutants(cases, *backend, options, args.only, progress);
   out.text = mutation_score_text(score);
   write_report(

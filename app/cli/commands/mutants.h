@@ -9,9 +9,20 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/command_support.h"
+#include "app/cli/options.h"
 #include "app/engine/runner.h"
 
 namespace attnres {
+
+struct MutantsArguments {
+  std::vector<std::string> paths;
+  std::vector<std::string> filters;
+  std::vector<std::string> only;  // mutant names; empty: every mutant
+  std::string json_path;
+  double fail_under = 0;  // exit 1 when the score (percent of mutants killed) is below this
+};
+
+CommandOptions add_mutants_command(CLI::App& app, MutantsArguments& args, CommonArguments& common);
 
 struct MutantOutcome {
   std::string name;  // "no-key-rms-norm"
@@ -34,6 +45,6 @@ MutationScore score_mutants(const std::vector<CaseSpec>& cases, Backend& backend
 std::string mutation_score_text(const MutationScore& score);
 nlohmann::json mutation_score_json(const MutationScore& score);
 
-CommandOutput mutants_command(const Invocation& invocation, const Progress& progress);
+CommandOutput mutants_command(const MutantsArguments& args, const CommonArguments& common, const Progress& progress);
 
 }  // namespace attnres

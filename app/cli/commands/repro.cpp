@@ -3,17 +3,32 @@
 #include <filesystem>
 #include <memory>
 
+#include <CLI/CLI.hpp>
+
+#include "app/cli/command_support.h"
+
 #include "app/workers/make_case_runner.h"
 
 namespace attnres {
 
-CommandOutput repro_command(const Invocation& inv) {
+CommandOptions add_repro_command(CLI::App& app, ReproArguments& args, CommonArguments& common) {
+  CommandOptions command(app.add_subcommand("repro", "write a bug-report bundle for a case"));
+  add_one_case_options(command, args.case_path, args.case_name, args.no_layout_guard);
+  command.app()->add_option("--out", args.out_dir, "bundle directory (default repro-<case name>)");
+  command.app()->add_flag("--force", args.force, "empty the bundle directory first if it holds anything");
+  add_backend_options(command, common.backend);
+  add_timeout_option(command, common.backend);
+  add_budget_options(command, common.budget);
+  return command;
+}
+
+CommandOutput repro_command(const ReproArguments& args, const CommonArguments& common) {
   CommandOutput out;
-  const CaseSpec spec = load_single_case(inv.repro.case_path, inv.repro.case_name);
+  const CaseSpec spec = load_single_case(args.case_path, args.case_name);
   const std::unique_ptr<CaseRunner> runner =
-      make_case_runner(inv.backend, case_run_options(inv, inv.repro.no_layout_guard), out.notes);
-  const std::filesystem::path dir = inv.repro.out_dir.empty() ? "repro-" + spec.name : inv.repro.out_dir;
-  const CaseResult result = runner->write_bundle(spec, dir, inv.repro.force, out);
+      make_case_runner(common.backend, case_run_options(common, args.no_layout_guard), out.notes);
+  const std::filesystem::path dir = args.out_dir.empty() ? "repro-" + spec.name : args.out_dir;
+  const CaseResult result = runner->write_bundle(spec, dir, args.force, out);
   out.exit_code = meets_expectation(result.disposition) ? kExitOk : kExitUnmet;
   return out;
 }

@@ -1,9 +1,13 @@
 #include "app/cli/commands/run.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <random>
+
+#include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +16,7 @@
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
 #include "app/casefile/safetensors.h"
+#include "app/cli/command_support.h"
 #include "app/engine/interrupt.h"
 #include "app/engine/runner.h"
 #include "app/report/report.h"
@@ -35,16 +40,17 @@ void note_pinned_cases(const std::vector<CaseSpec>& cases, const std::string& ke
 }
 
 // What the reports say about the run: the backend and device that ran it, and how.
-RunContext run_context(const Invocation& inv, std::string backend, std::string device) {
+RunContext run_context(const RunArguments& args, const CommonArguments& common, std::string backend,
+                       std::string device) {
   return RunContext{std::move(backend),
                     std::move(device),
                     compiled_native_images(),
-                    inv.command_line,
-                    inv.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : inv.backend.kernel,
-                    inv.run.paths,
+                    common.command_line,
+                    common.backend.kernel.empty() ? "each case's own (auto: the dispatcher)" : common.backend.kernel,
+                    args.paths,
                     utc_timestamp(),
                     host_name(),
-                    inv.run.shard};
+                    args.shard};
 }
 
 // Inputs from a safetensors file for the one selected case; a bad file is an error entry
@@ -90,47 +96,119 @@ std::vector<CaseSpec> with_seeds(std::vector<CaseSpec> cases, const RunArguments
   return repeated;
 }
 
+// "all", or comma-separated device ordinals (repeats allowed).
+void parse_devices(const std::string& text, RunArguments& run) {
+  if (text == "all") {
+    run.all_devices = true;
+    run.devices = {0};
+    return;
+  }
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string word = text.substr(start, end - start);
+    int ordinal = -1;
+    const auto [last, error] = std::from_chars(word.data(), word.data() + word.size(), ordinal);
+    if (word.empty() || error != std::errc() || last != word.data() + word.size() || ordinal < 0)
+      throw UsageError(fmt::format("--devices: expected all or device ordinals such as 0,1; got \"{}\"", text));
+    run.devices.push_back(ordinal);
+    start = end + 1;
+  }
+}
+
 }  // namespace
 
-CommandOutput run_command(const Invocation& inv, const Progress& progress, const TextSink& stream) {
+CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArguments& common) {
+  CommandOptions command(app.add_subcommand("run", "run cases and judge every result against the float64 reference"));
+  CLI::App* run = command.app();
+  run->add_option("cases", args.paths,
+                  "case files or directories (read recursively); default: the bundled cases (installed beside the "
+                  "binary, or ./cases)");
+  add_report_options(command, args.report_files);
+  run->add_option("--filter", args.filters,
+                  "run only cases whose name contains this text, or matches it as a glob where it has *, ? or [ "
+                  "(repeatable: any of them)");
+  run->add_option("--shard", args.shard, "run shard k of n (1-based), e.g. 2/4");
+  run->add_flag("--no-layout-guard", args.no_layout_guard,
+                "run the native kernel without its stride guard, to show the bug the guard prevents");
+  run->add_flag("--allow-not-run", args.allow_not_run, "cases nothing here can run do not fail the exit code");
+  run->add_option("--inputs", args.inputs, "replay tensors from this safetensors file (one case)");
+  run->add_flag("--no-verify-checksums", args.no_verify_checksums,
+                "with --inputs: replay even when the data disagrees with the checksums stored in the file");
+  run->add_option("--interesting", args.interesting,
+                  "exit 0 iff every case ends with this disposition (a C-Reduce style interestingness test)");
+  add_verbosity_flags(command, args.verbosity);
+  add_seed_option(command, args.seed, "generate every case's inputs from this seed instead of its own");
+  run->add_option("--repeat", args.repeat,
+                  "run each case N times: with its own seed (or --seed), then with fresh seeds, each recorded in the "
+                  "results")
+      ->check(CLI::Range(1, 1000000));
+  run->add_flag("--list", args.list, "print the selected cases and what would run each (and why), run nothing");
+  run->add_flag("--timings", args.timings,
+                "under each case, the seconds spent generating inputs, in the kernel, the reference, the comparison "
+                "and the checks (always in the JSON report)");
+  run->add_flag("--in-process", args.in_process,
+                "run an external kernel in this process rather than a worker process (for a debugger; a crash "
+                "then ends the run)");
+  add_timeout_option(command, common.backend);
+  auto devices = std::make_shared<std::string>();
+  run->add_option("--devices", *devices,
+                  "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "
+                  "0,1; a device listed twice gets two workers), and merge their results in case order");
+  add_backend_options(command, common.backend);
+  add_budget_options(command, common.budget);
+  default_to_bundled_cases(command, args.paths);
+  command.after_parse([run, devices, &args, &common] {
+    if (!run->get_option("--devices")->count()) return;
+    parse_devices(*devices, args);
+    if (run->get_option("--device")->count()) throw UsageError("--device and --devices exclude each other");
+    if (args.in_process) throw UsageError("--devices runs cases in worker processes; --in-process excludes it");
+    if (common.backend.backend == "cpu")
+      throw UsageError("--devices spreads cases over CUDA devices; --backend cpu has none");
+  });
+  return command;
+}
+
+CommandOutput run_command(const RunArguments& args, const CommonArguments& common, const Progress& progress,
+                          const TextSink& stream) {
   CommandOutput out;
   std::optional<Disposition> interesting;
-  if (!inv.run.interesting.empty() && !(interesting = parse_disposition(inv.run.interesting)))
-    throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", inv.run.interesting));
-  LoadedCases loaded = load_cases(inv.run.paths);
+  if (!args.interesting.empty() && !(interesting = parse_disposition(args.interesting)))
+    throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", args.interesting));
+  LoadedCases loaded = load_cases(args.paths);
   // A report that cannot be written, or would overwrite an input, is found before any case runs.
   std::vector<NamedPath> input_files = case_file_inputs(loaded);
-  input_files.emplace_back("--inputs file", inv.run.inputs);
-  require_writable_reports(named_report_files(inv.run.report_files), input_files);
+  input_files.emplace_back("--inputs file", args.inputs);
+  require_writable_reports(named_report_files(args.report_files), input_files);
   const std::size_t loaded_count = loaded.cases.size();
-  std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), inv.run);
-  const bool none_matched = selected.empty() && !(inv.run.filters.empty() && inv.run.shard.empty());
-  note_pinned_cases(selected, inv.backend.kernel, out.notes);
+  std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), args.filters, args.shard);
+  const bool none_matched = selected.empty() && !(args.filters.empty() && args.shard.empty());
+  note_pinned_cases(selected, common.backend.kernel, out.notes);
   std::vector<CaseSpec> cases = std::move(selected);
-  RunOptions options = case_run_options(inv, inv.run.no_layout_guard);
-  options.error_maps = reports_need_error_maps(inv.run.report_files);
-  cases = with_seeds(std::move(cases), inv.run);
+  RunOptions options = case_run_options(common, args.no_layout_guard);
+  options.error_maps = reports_need_error_maps(args.report_files);
+  cases = with_seeds(std::move(cases), args);
 
   if (cases.empty() && loaded.errors.empty()) {
-    if (inv.run.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
+    if (args.paths.empty()) out.notes += std::string(kNoBundledCases) + "\n";
     out.notes += fmt::format("no case selected: {} case{} loaded{}\n", loaded_count, loaded_count == 1 ? "" : "s",
                              none_matched ? ", none matched --filter/--shard" : "");
     out.exit_code = kExitNoCases;
     return out;
   }
-  if (inv.run.list) {
-    std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-    out.text = case_plan(cases, loaded.errors, *backend, inv.backend.kernel);
+  if (args.list) {
+    std::unique_ptr<Backend> backend = make_backend(common.backend, out.notes);
+    out.text = case_plan(cases, loaded.errors, *backend, common.backend.kernel);
     out.exit_code = loaded.errors.empty() ? kExitOk : kExitBadInput;
     return out;
   }
 
   // Each case's rows are printed as soon as it is judged; the header, once the first result
   // says which backend and device ran it.
-  TableStyle style{inv.color, inv.run.timings, inv.run.verbosity};
+  TableStyle style{common.color, args.timings, args.verbosity};
   std::vector<std::string> case_names;
   for (const CaseSpec& c : cases) case_names.push_back(c.name);
-  fit_columns(style, case_names, {inv.backend.kernel});
+  fit_columns(style, case_names, {common.backend.kernel});
   const auto emit = [&](const std::string& text) {
     if (stream)
       stream(text);
@@ -138,9 +216,9 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
       out.text += text;
   };
   std::vector<CaseResult> results;
-  RunContext context = run_context(inv, inv.backend.backend, "none (no case ran)");
-  const bool spread = !inv.run.devices.empty();
-  const std::string devices_label = inv.run.all_devices ? "all" : fmt::format("{}", fmt::join(inv.run.devices, ","));
+  RunContext context = run_context(args, common, common.backend.backend, "none (no case ran)");
+  const bool spread = !args.devices.empty();
+  const std::string devices_label = args.all_devices ? "all" : fmt::format("{}", fmt::join(args.devices, ","));
   const auto judged = [&](const CaseResult& r) {
     if (results.empty()) {
       context.backend = r.backend;
@@ -156,28 +234,28 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   // forked (a worker's copy of this process holds them); a bad file runs nothing.
   std::optional<ReplayInputs> replay;
   std::optional<InputSource> replay_source;
-  if (!inv.run.inputs.empty()) {
+  if (!args.inputs.empty()) {
     if (cases.size() != 1)
       throw UsageError(
           fmt::format("--inputs replays one case, but {} cases were selected (use --filter)", cases.size()));
-    replay = read_replay(inv.run, inv.budget, cases[0], loaded.errors);
+    replay = read_replay(args, common.budget, cases[0], loaded.errors);
     if (replay)
       replay_source = InputSource{[&] { return replay->tensors(); }, replay->held_bytes()};
     else
       cases.clear();
   }
   const InputSource* inputs = replay_source ? &*replay_source : nullptr;
-  if (spread || (is_external_kernel(inv.backend.kernel) && !inv.run.in_process)) {
+  if (spread || (is_external_kernel(common.backend.kernel) && !args.in_process)) {
     // A kernel from elsewhere may take its process down with it, so it runs in a worker
     // process; --devices runs one worker per device listed.
     const BackendMaker maker = [&](int device, std::string& notes) {
-      BackendOptions backend = inv.backend;
+      BackendOptions backend = common.backend;
       if (device < 0) return make_backend(backend, notes);
       backend.device = device;  // --devices: one CUDA device per worker, never the CPU fallback
       return make_backend(backend, notes, "--devices " + devices_label);
     };
-    WorkerPlan plan{inv.run.devices, inv.run.all_devices, inv.backend.timeout_seconds, inputs, nullptr};
-    if (spread || inv.run.verbosity == Verbosity::verbose)
+    WorkerPlan plan{args.devices, args.all_devices, common.backend.timeout_seconds, inputs, nullptr};
+    if (spread || args.verbosity == Verbosity::verbose)
       plan.started = [&](long pid, const std::string& device) {
         emit(fmt::format("worker process {} on {}\n", pid, device));
       };
@@ -190,8 +268,8 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
       if (!devices.empty()) context.device = fmt::format("{}", fmt::join(devices, "; "));
     }
   } else {
-    std::unique_ptr<Backend> backend = make_backend(inv.backend, out.notes);
-    context = run_context(inv, backend->name(), describe_device(backend->device()));
+    std::unique_ptr<Backend> backend = make_backend(common.backend, out.notes);
+    context = run_context(args, common, backend->name(), describe_device(backend->device()));
     for (std::size_t i = 0; i < cases.size() && !interrupt_signal(); ++i) {
       if (progress) progress(int(i), int(cases.size()), cases[i].name);
       judged(run_case(cases[i], *backend, options, inputs));
@@ -200,7 +278,7 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
   // SIGINT or SIGTERM: what was not judged is said to be so, and the reports are still written.
   const int signal = interrupt_signal();
   for (std::size_t i = results.size(); signal && i < cases.size(); ++i)
-    judged(unjudged_result(cases[i], context.backend, context.device, inv.backend.kernel, Disposition::not_run,
+    judged(unjudged_result(cases[i], context.backend, context.device, common.backend.kernel, Disposition::not_run,
                            interrupted_detail(signal)));
   if (results.empty()) emit(table_header(context, style));
   out.text += table_footer(results, loaded.errors, style);
@@ -211,10 +289,10 @@ CommandOutput run_command(const Invocation& inv, const Progress& progress, const
     for (const auto& r : results) all = all && r.disposition == *interesting;
     out.exit_code = !loaded.errors.empty() ? kExitBadInput : all ? kExitOk : kExitUnmet;
   } else {
-    out.exit_code = verdict_exit_code(results, loaded.errors, inv.run.allow_not_run);
+    out.exit_code = verdict_exit_code(results, loaded.errors, args.allow_not_run);
     if (out.exit_code == kExitNoCases) out.notes += std::string(kJudgedNothing) + "\n";
   }
-  write_reports(results, loaded.errors, context, inv.run.report_files, out);
+  write_reports(results, loaded.errors, context, args.report_files, out);
   if (signal) {
     out.notes +=
         fmt::format("interrupted by {}: the cases not judged are not-run (interrupted) in the table and reports\n",

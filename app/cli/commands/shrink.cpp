@@ -1,9 +1,12 @@
 #include "app/cli/commands/shrink.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
+#include "app/cli/command_support.h"
 #include "app/engine/runner.h"
 #include "app/workers/make_case_runner.h"
 #include "kernels/registry/layout_guard.h"
@@ -170,15 +173,28 @@ ShrinkOutcome shrink_case(const CaseSpec& original_spec, CaseRunner& runner, con
   return out;
 }
 
-CommandOutput shrink_command(const Invocation& inv) {
+CommandOptions add_shrink_command(CLI::App& app, ShrinkArguments& args, CommonArguments& common) {
+  CommandOptions command(app.add_subcommand("shrink", "reduce a case while its disposition stays the same"));
+  add_one_case_options(command, args.case_path, args.case_name, args.no_layout_guard);
+  command.app()->add_option(
+      "--out", args.out_path,
+      "where to write the smallest case (default <case name>-shrunk.json in the current directory)");
+  command.app()->add_option("--verdict", args.verdict, "disposition to keep (default: the original case's)");
+  add_backend_options(command, common.backend);
+  add_timeout_option(command, common.backend);
+  add_budget_options(command, common.budget);
+  return command;
+}
+
+CommandOutput shrink_command(const ShrinkArguments& args, const CommonArguments& common) {
   CommandOutput out;
-  const CaseSpec spec = load_single_case(inv.shrink.case_path, inv.shrink.case_name);
+  const CaseSpec spec = load_single_case(args.case_path, args.case_name);
   // The shrunk case keeps the name with "-shrunk" (shrink_case): where it goes is known now.
-  const std::string path = inv.shrink.out_path.empty() ? spec.name + "-shrunk.json" : inv.shrink.out_path;
-  require_writable_reports({{"--out", path}}, {{"case file", inv.shrink.case_path}});
+  const std::string path = args.out_path.empty() ? spec.name + "-shrunk.json" : args.out_path;
+  require_writable_reports({{"--out", path}}, {{"case file", args.case_path}});
   const std::unique_ptr<CaseRunner> runner =
-      make_case_runner(inv.backend, case_run_options(inv, inv.shrink.no_layout_guard), out.notes);
-  const ShrinkOutcome shrunk = shrink_case(spec, *runner, inv.shrink.verdict);
+      make_case_runner(common.backend, case_run_options(common, args.no_layout_guard), out.notes);
+  const ShrinkOutcome shrunk = shrink_case(spec, *runner, args.verdict);
   out.text = shrunk.log;
   if (!shrunk.shrunk) {
     out.exit_code = kExitUnmet;

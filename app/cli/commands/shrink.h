@@ -3,13 +3,23 @@
 #include <optional>
 #include <string>
 
-#include "app/cli/cli.h"
-#include "app/cli/command_support.h"
+#include "app/cli/options.h"
 #include "app/engine/case_runner.h"
+#include "app/engine/command_output.h"
 
 namespace attnres {
 
-CommandOutput shrink_command(const Invocation& invocation);
+struct ShrinkArguments {
+  std::string case_path;
+  std::string case_name;
+  std::string out_path;
+  std::string verdict;  // keep this disposition; default: the original case's
+  bool no_layout_guard = false;
+};
+
+CommandOptions add_shrink_command(CLI::App& app, ShrinkArguments& args, CommonArguments& common);
+
+CommandOutput shrink_command(const ShrinkArguments& args, const CommonArguments& common);
 
 struct ShrinkOutcome {
   std::optional<CaseSpec> shrunk;  // nothing: the case does not end with the verdict asked for
