@@ -1,0 +1,110 @@
+#include "app/workers/worker_process.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "app/casefile/json_io.h"
+#include "app/engine/interrupt.h"
+
+namespace attnres {
+
+namespace {
+
+// This process's ends of its workers' sockets. A child must close the ones it inherits: while
+// a copy stays open elsewhere, a worker never sees its socket close and never exits.
+std::vector<int>& open_worker_sockets() {
+  static std::vector<int> sockets;
+  return sockets;
+}
+
+}  // namespace
+
+WorkerProcess::WorkerProcess(const std::vector<CaseSpec>& cases, const InputSource* replay,
+                             const WorkerBackendMaker& make_backend, const RunOptions& options,
+                             const BackendOptions& backend_options) {
+  int sockets[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
+    throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    ::close(sockets[0]);
+    ::close(sockets[1]);
+    throw std::runtime_error(fmt::format("cannot start a worker process: {}", std::strerror(errno)));
+  }
+  if (pid_ == 0) {
+    ignore_interrupts();
+    ::close(sockets[0]);
+    for (const int other : open_worker_sockets()) ::close(other);
+    serve_requests(sockets[1], cases, replay, make_backend, options, backend_options);
+  }
+  ::close(sockets[1]);
+  socket_ = sockets[0];
+  open_worker_sockets().push_back(socket_);
+  reader_.emplace(socket_);
+}
+
+WorkerProcess::~WorkerProcess() {
+  close_socket();
+  reap();
+}
+
+std::optional<nlohmann::json> WorkerProcess::buffered() {
+  const std::optional<std::string> line = reader_->buffered();
+  if (!line) return std::nullopt;
+  return nlohmann::json::parse(*line);
+}
+
+bool WorkerProcess::request(const nlohmann::json& request) { return send_all(socket_, dump_json(request) + "\n"); }
+
+void WorkerProcess::kill() {
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+  close_socket();
+  reap();
+}
+
+std::string WorkerProcess::ending() {
+  close_socket();
+  const int status = reap();
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  return "ended";
+}
+
+void WorkerProcess::close_socket() {
+  if (socket_ < 0) return;
+  std::vector<int>& open = open_worker_sockets();
+  open.erase(std::remove(open.begin(), open.end(), socket_), open.end());
+  ::close(socket_);
+  socket_ = -1;
+}
+
+int WorkerProcess::reap() {
+  if (pid_ <= 0) return 0;
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
+  pid_ = -1;
+  return status;
+}
+
+CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device,
+                     const std::string& kernel, const std::string& how, std::chrono::steady_clock::time_point start,
+                     Disposition disposition) {
+  CaseResult r = unjudged_result(spec, backend, device, kernel, disposition, how);
+  r.dispatch_reason = kernel.empty() ? "" : "--kernel " + kernel;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace attnres

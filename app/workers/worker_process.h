@@ -1,0 +1,74 @@
+// One worker process as the tool sees it: forked with a socket pair, asked and answered in JSON
+// lines (worker_protocol.h), killed and reaped; and what the scheduler and the one-at-a-time runner
+// share about a worker that does not answer in time or is lost.
+#pragma once
+#include <sys/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/workers/ipc.h"
+#include "app/workers/worker_protocol.h"
+
+namespace attnres {
+
+class WorkerProcess {
+ public:
+  // Forks the child, which serves `cases` (worker_protocol.h); throws std::runtime_error when no
+  // process or socket can be made.
+  WorkerProcess(const std::vector<CaseSpec>& cases, const InputSource* replay, const WorkerBackendMaker& make_backend,
+                const RunOptions& options, const BackendOptions& backend_options);
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  int socket() const { return socket_; }
+  long pid() const { return long(pid_); }
+  // A whole message already received, if there is one.
+  std::optional<nlohmann::json> buffered();
+  // One read from the child; false once it is gone.
+  bool read_more() { return reader_->read_more(); }
+  bool request(const nlohmann::json& request);
+  // Ends a child that gives no answer.
+  void kill();
+  // How the child ended ("was killed by signal 11 (Segmentation fault)"), waiting for it.
+  std::string ending();
+
+ private:
+  void close_socket();
+  int reap();
+
+  pid_t pid_ = -1;
+  int socket_ = -1;
+  std::optional<LineReader> reader_;
+};
+
+// When a worker's answer is due: `limit_seconds` (--timeout) after `start`; never for 0.
+struct Deadline {
+  double limit_seconds = 0;
+  std::chrono::steady_clock::time_point start;
+
+  bool passed() const { return limit_seconds > 0 && seconds_left() <= 0; }
+  // What poll waits for it: -1 (no limit), else the milliseconds left, rounded up.
+  int poll_milliseconds() const {
+    return limit_seconds > 0 ? int(std::clamp(std::ceil(seconds_left() * 1000), 0.0, 3600e3)) : -1;
+  }
+
+ private:
+  double seconds_left() const {
+    return limit_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+// The result of a case whose worker process was lost while running it (`how`).
+CaseResult lost_case(const CaseSpec& spec, const std::string& backend, const std::string& device,
+                     const std::string& kernel, const std::string& how, std::chrono::steady_clock::time_point start,
+                     Disposition disposition = Disposition::error);
+
+}  // namespace attnres

@@ -1,0 +1,93 @@
+#include "app/workers/worker_protocol.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <optional>
+
+#include <cuda_runtime_api.h>
+
+#include "app/bundle/bundle.h"
+#include "app/casefile/json_io.h"
+#include "app/engine/command_output.h"
+#include "app/report/result_json.h"
+#include "app/workers/ipc.h"
+#include "kernels/common/cuda_check.h"
+
+namespace attnres {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void finish(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
+// One request answered (worker_protocol.h has their forms).
+json answer_request(const json& request, const std::vector<CaseSpec>& cases, const InputSource* replay,
+                    Backend& backend, const RunOptions& options, const BackendOptions& backend_options) {
+  if (request.contains("index"))
+    return {
+        {"result", result_json(run_case(cases.at(request.at("index").get<std::size_t>()), backend, options, replay))}};
+  const CaseSpec spec =
+      parse_case(request.at("case"), request.at("file").get<std::string>(), request.at("pointer").get<std::string>());
+  RunOptions this_case = options;
+  this_case.disable_layout_guard = request.at("disable_layout_guard").get<bool>();
+  if (!request.contains("bundle")) return {{"result", result_json(run_case(spec, backend, this_case))}};
+  const json& bundle = request.at("bundle");
+  std::optional<CaseResult> ended_elsewhere;
+  if (bundle.contains("ended_elsewhere")) ended_elsewhere = result_from_json(bundle.at("ended_elsewhere"));
+  CommandOutput out;
+  const CaseResult result =
+      write_repro_bundle(spec, backend, this_case, backend_options, bundle.at("dir").get<std::string>(),
+                         bundle.at("force").get<bool>(), out, ended_elsewhere ? &*ended_elsewhere : nullptr);
+  return {{"result", result_json(result)}, {"text", out.text}, {"notes", out.notes}};
+}
+
+}  // namespace
+
+void serve_requests(int socket, const std::vector<CaseSpec>& cases, const InputSource* replay,
+                    const WorkerBackendMaker& make_backend, const RunOptions& options,
+                    const BackendOptions& backend_options) {
+  auto say = [&](const json& message) {
+    if (!send_all(socket, dump_json(message) + "\n")) finish(1);
+  };
+  std::unique_ptr<Backend> backend;
+  std::string notes;
+  int device_count = 0;
+  try {
+    backend = make_backend(notes);
+    if (backend->name() == "cuda") ATTNRES_CUDA_CHECK(cudaGetDeviceCount(&device_count));
+  } catch (const UsageError& e) {
+    say({{"fatal", e.what()}, {"usage", true}});
+    finish(0);
+  } catch (const std::exception& e) {
+    say({{"fatal", e.what()}, {"usage", false}});
+    finish(0);
+  }
+  const DeviceDescription device = backend->device();
+  say({{"backend", backend->name()},
+       {"notes", notes},
+       {"device", describe_device(device)},
+       {"device_count", device_count}});
+  LineReader requests(socket);
+  while (const std::optional<std::string> line = requests.next()) {
+    json answer;
+    try {
+      answer = answer_request(json::parse(*line), cases, replay, *backend, options, backend_options);
+    } catch (const UsageError& e) {  // e.g. a bundle directory that is not empty
+      answer = {{"error", e.what()}, {"usage", true}};
+    } catch (const std::exception& e) {
+      answer = {{"error", e.what()}, {"usage", false}};
+    }
+    // A lost CUDA context would fail every later case here: the parent starts a fresh worker.
+    answer["restart"] = !backend->usable();
+    say(answer);
+  }
+  finish(0);
+}
+
+}  // namespace attnres
