@@ -94,7 +94,7 @@ TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({"bench", "--tokens", "0"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "2147483649"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "99999999999999999999"}), UsageError);
-  EXPECT_EQ(parse({"bench", "--tokens", "2147483648"}).bench.tokens, std::vector<std::int64_t>{std::int64_t(1) << 31});
+  EXPECT_EQ(parse({"bench", "--tokens", "2147483648"}).bench.request.tokens, std::vector<std::int64_t>{std::int64_t(1) << 31});
   EXPECT_THROW(parse({"bench", "--hidden", "65544"}), UsageError);
   EXPECT_FALSE(parse({"run", "--help"}).help.empty());
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}),
