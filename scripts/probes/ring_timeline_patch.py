@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # The ring's per-row timeline probe (docs/design/native-kernel.md, "What the stamps left open"). Run from
 # the root of a copy of the tree (never on the tree you commit): it patches kernels/native/native_sm90.cu
-# and app/cli/commands/bench.cpp so that, under ATTNRES_STAMPS=1, `attnres-check bench` prints after each ring
+# and app/bench/run_bench.cpp so that, under ATTNRES_STAMPS=1, `attnres-check bench` prints after each ring
 # point the median over CTAs (and p10-p90) of, per row r < 4 of a CTA, in µs from the first CTA's
 # start: the producer issuing the row's first copy (P0) and its last (P1); consumer thread 0 seeing
 # the prefix land (C0), ending pass 1 (C1), having the reduction (C2), ending pass 2 (C3).
@@ -88,9 +88,9 @@ source.replace("""void launch_native(const AttnResArgs& args, const NativeLaunch
 void launch_native(const AttnResArgs& args, const NativeLaunchOptions& options, cudaStream_t stream) {""")
 source.replace("#include <algorithm>\n","#include <algorithm>\n#include <cstdio>\n#include <vector>\n")
 source.save()
-source = SourcePatch('app/cli/commands/bench.cpp')
-source.replace("""        const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
-""","""        const double native_ms = time_kernel(sets, args.repeats, stream.get(), native);
+source = SourcePatch('app/bench/run_bench.cpp')
+source.replace("""        point.native.measured = measure(entry_launcher("native"));
+""","""        point.native.measured = measure(entry_launcher("native"));
         if (std::getenv("ATTNRES_STAMPS") && chosen.variant != native::Variant::split) {
           int sms = 0;
           cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -98,5 +98,5 @@ source.replace("""        const double native_ms = time_kernel(sets, args.repeat
         }
 """)
 source.replace("namespace attnres {\n","namespace attnres {\nvoid print_native_timeline(std::int64_t tokens, int grid);\n")
-source.replace("#include <algorithm>\n","#include <algorithm>\n#include <cstdlib>\n")
+source.replace("#include <memory>\n","#include <cstdlib>\n#include <memory>\n")
 source.save()
