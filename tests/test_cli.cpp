@@ -12,6 +12,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/report/git_revision.h"
+#include "kernels/external/kernel_spec.h"
 #include "test_util.h"
 
 namespace attnres {
@@ -84,6 +85,22 @@ TEST(Cli, LibraryPathsAreHeldAbsoluteSoBundlesNameTheSameFileFromElsewhere) {
   EXPECT_EQ(op.backend.torch_library, cwd + "/vllm/_C.abi3.so");
 }
 
+// A bridge's own option goes with that bridge's --kernel only, and the error says which form.
+TEST(Cli, ABridgesOwnOptionGoesWithItsKernel) {
+  try {
+    parse({"run", "cases", "--kernel", "python:m:f", "--torch-library", "x.so"});
+    ADD_FAILURE() << "--torch-library with a python: kernel was taken";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--torch-library goes with --kernel torch-op:NAMESPACE::OP");
+  }
+  EXPECT_THROW(parse({"run", "cases", "--torch-library", "x.so"}), UsageError);
+  EXPECT_TRUE(parse_kernel_spec("torch-op:a::b").takes_option("--torch-library"));
+  EXPECT_FALSE(parse_kernel_spec("torch-op:a::b").takes_option("--signature"));
+  EXPECT_TRUE(parse_kernel_spec("python:m:f").takes_option("--signature"));
+  EXPECT_FALSE(parse_kernel_spec("so:/k.so").takes_option("--signature"));
+  EXPECT_FALSE(parse_kernel_spec("native").takes_option("--torch-library"));
+}
+
 TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({}), UsageError);
   // No case argument: the bundled cases (installed beside the binary, else ./cases), where there are any.
@@ -94,7 +111,8 @@ TEST(Cli, UsageErrors) {
   EXPECT_THROW(parse({"bench", "--tokens", "0"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "2147483649"}), UsageError);
   EXPECT_THROW(parse({"bench", "--tokens", "99999999999999999999"}), UsageError);
-  EXPECT_EQ(parse({"bench", "--tokens", "2147483648"}).bench.request.tokens, std::vector<std::int64_t>{std::int64_t(1) << 31});
+  EXPECT_EQ(parse({"bench", "--tokens", "2147483648"}).bench.request.tokens,
+            std::vector<std::int64_t>{std::int64_t(1) << 31});
   EXPECT_THROW(parse({"bench", "--hidden", "65544"}), UsageError);
   EXPECT_FALSE(parse({"run", "--help"}).help.empty());
   EXPECT_THROW(run_cli({"run", testing::source_path("cases/guard.json"), "--backend", "cpu", "--shard", "3/2"}),

@@ -77,7 +77,7 @@ std::string backend_flags(const BackendOptions& backend) {
   if (backend.backend != "auto") flags += " --backend " + backend.backend;
   if (!backend.kernel.empty()) flags += " --kernel " + shell_word(backend.kernel);
   if (!backend.torch_library.empty()) flags += " --torch-library " + shell_word(backend.torch_library);
-  if (parse_kernel_spec(backend.kernel).bridge == "python") flags += " --signature " + backend.signature;
+  if (parse_kernel_spec(backend.kernel).takes_option("--signature")) flags += " --signature " + backend.signature;
   if (!backend.profile.empty()) flags += " --profile " + shell_word(backend.profile);
   if (backend.backend == "cpu") {
     flags += " --device-model " + shell_word(backend.device_model);

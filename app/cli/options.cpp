@@ -65,8 +65,8 @@ void check_kernel_options(BackendOptions& options) {
   } catch (const KernelSpecError& e) {
     throw UsageError(e.what());
   }
-  if (!options.torch_library.empty() && kernel.bridge != "torch")
-    throw UsageError("--torch-library goes with --kernel torch-op:NAMESPACE::OP");
+  if (!options.torch_library.empty() && !kernel.takes_option("--torch-library"))
+    throw UsageError("--torch-library goes with --kernel " + kernel_form_taking("--torch-library"));
   if (!options.profile.empty() && !kernel.external())
     throw UsageError(
         "--profile goes with an external --kernel (so:, torch-op: or python:); the built-in kernels declare their own");

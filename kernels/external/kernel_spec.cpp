@@ -14,6 +14,7 @@ struct BridgePrefix {
   const char* form;                                // said where the target is malformed
   bool (*well_formed)(const std::string& target);  // the target after the prefix
   const char* build_requirement;                   // what CMake must find to build the bridge
+  const char* option;                              // the command-line option only this bridge takes
 };
 
 bool torch_op_target(const std::string& target) {
@@ -28,8 +29,10 @@ bool python_target(const std::string& target) {
 
 constexpr BridgePrefix kBridges[] = {
     {"torch-op:", "torch", "torch-op:NAMESPACE::OP", torch_op_target,
-     "Torch (-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'))"},
-    {"python:", "python", "python:MODULE:FUNCTION", python_target, "Python 3 with its development files (python3-dev)"},
+     "Torch (-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'))",
+     "--torch-library"},
+    {"python:", "python", "python:MODULE:FUNCTION", python_target, "Python 3 with its development files (python3-dev)",
+     "--signature"},
 };
 
 bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
@@ -89,6 +92,17 @@ std::string KernelSpec::to_string() const {
 
 bool is_external_kernel(const std::string& text) {
   return starts_with(text, kSharedLibraryPrefix) || bridge_with_prefix(text) != nullptr;
+}
+
+bool KernelSpec::takes_option(const std::string& option) const {
+  const BridgePrefix* prefix = kind == Kind::bridge ? bridge_named(bridge) : nullptr;
+  return prefix && option == prefix->option;
+}
+
+std::string kernel_form_taking(const std::string& option) {
+  for (const BridgePrefix& bridge : kBridges)
+    if (option == bridge.option) return bridge.form;
+  return "";
 }
 
 std::string bridge_build_requirement(const std::string& bridge) {

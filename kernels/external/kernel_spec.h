@@ -24,6 +24,8 @@ struct KernelSpec {
   std::string target;   // bridge: what it calls ("NS::OP[.OVERLOAD]", "MODULE:FUNCTION")
 
   bool external() const { return kind != Kind::builtin; }
+  // Whether `option` ("--torch-library", "--signature") is the option of this kernel's bridge.
+  bool takes_option(const std::string& option) const;
   std::string to_string() const;  // the --kernel text; parse_kernel_spec(s.to_string()) gives s
 };
 
@@ -32,6 +34,10 @@ KernelSpec parse_kernel_spec(const std::string& text);
 
 // Whether `text` starts with an external kernel's prefix (so:, torch-op:, python:).
 bool is_external_kernel(const std::string& text);
+
+// The --kernel form of the bridge whose own option is `option` ("torch-op:NAMESPACE::OP" for
+// --torch-library), for the error that says where the option goes.
+std::string kernel_form_taking(const std::string& option);
 
 // What a build needs for `bridge` to exist, for the error that says this build has none.
 std::string bridge_build_requirement(const std::string& bridge);
