@@ -162,6 +162,12 @@ void add_verbosity_flags(CommandOptions& command, Verbosity& verbosity) {
   });
 }
 
+void add_case_runner_options(CommandOptions& command, CommonArguments& common) {
+  add_backend_options(command, common.backend);
+  add_timeout_option(command, common.backend);
+  add_budget_options(command, common.budget);
+}
+
 void add_one_case_options(CommandOptions& command, std::string& case_path, std::string& case_name,
                           bool& no_layout_guard) {
   command.app()->add_option("case_file", case_path, "case file")->required();

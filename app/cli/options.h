@@ -55,6 +55,9 @@ void add_report_options(CommandOptions& command, ReportFiles& files);
 void add_budget_options(CommandOptions& command, MemoryBudget& budget);
 // -q and -v.
 void add_verbosity_flags(CommandOptions& command, Verbosity& verbosity);
+// What a command that runs cases on one kernel takes: the backend options, --timeout and the
+// memory budget (repro, shrink, explore).
+void add_case_runner_options(CommandOptions& command, CommonArguments& common);
 // The case file and --case of the commands that take one case (repro, shrink), and --no-layout-guard.
 void add_one_case_options(CommandOptions& command, std::string& case_path, std::string& case_name,
                           bool& no_layout_guard);

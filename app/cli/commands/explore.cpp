@@ -153,9 +153,7 @@ CommandOptions add_explore_command(CLI::App& app, ExploreArguments& args, Common
   explore->add_option("--max-hidden", args.max_hidden, "largest H drawn (a multiple of 8)")
       ->check(CLI::Range(8, kMaxHidden))
       ->capture_default_str();
-  add_backend_options(command, common.backend);
-  add_timeout_option(command, common.backend);
-  add_budget_options(command, common.budget);
+  add_case_runner_options(command, common);
   command.after_parse([&args] {
     if (args.max_hidden % 8) throw UsageError("--max-hidden: must be a multiple of 8");
   });

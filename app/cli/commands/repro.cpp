@@ -16,9 +16,7 @@ CommandOptions add_repro_command(CLI::App& app, ReproArguments& args, CommonArgu
   add_one_case_options(command, args.case_path, args.case_name, args.no_layout_guard);
   command.app()->add_option("--out", args.out_dir, "bundle directory (default repro-<case name>)");
   command.app()->add_flag("--force", args.force, "empty the bundle directory first if it holds anything");
-  add_backend_options(command, common.backend);
-  add_timeout_option(command, common.backend);
-  add_budget_options(command, common.budget);
+  add_case_runner_options(command, common);
   return command;
 }
 

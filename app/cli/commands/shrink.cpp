@@ -180,9 +180,7 @@ CommandOptions add_shrink_command(CLI::App& app, ShrinkArguments& args, CommonAr
       "--out", args.out_path,
       "where to write the smallest case (default <case name>-shrunk.json in the current directory)");
   command.app()->add_option("--verdict", args.verdict, "disposition to keep (default: the original case's)");
-  add_backend_options(command, common.backend);
-  add_timeout_option(command, common.backend);
-  add_budget_options(command, common.budget);
+  add_case_runner_options(command, common);
   return command;
 }
 

@@ -4,7 +4,8 @@
 #include <fstream>
 
 #include "app/cli/commands/explore.h"
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -116,6 +117,24 @@ TEST(Explore, GuardedKernelsGoWrongNowhere) {
   const CommandOutput run = testing::run_cli({"explore", "--backend", "cpu", "--budget", "500", "--seed", "4"});
   EXPECT_EQ(run.exit_code, kExitOk) << run.text;
   EXPECT_NE(run.text.find("500 trials, nothing went wrong"), std::string::npos) << run.text;
+}
+
+// On the GPU (ctest label gpu).
+
+// explore on the GPU with a plugin that faults on 3 blocks (and, as vLLM's op, refuses padded rows,
+// which it declares): the illegal address is a finding (each trial that loses its context gets a
+// fresh worker), shrunk, and bundled from a new worker.
+TEST_F(Gpu, ExploreShrinksAnIllegalAddressIntoABundle) {
+  testing::TempDir dir;
+  const std::string bundle = (dir.path() / "found").string();
+  const BinaryRun run = run_binary({"explore", "--kernel", cuda_plugin("faults"), "--profile", "vllm-op", "--budget",
+                                    "60", "--seed", "3", "--max-hidden", "256", "--out", bundle});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  const nlohmann::json result = nlohmann::json::parse(testing::read_file(bundle + "/result.json"));
+  EXPECT_EQ(result["disposition"], "error") << run.output;
+  EXPECT_NE(result["detail"].get<std::string>().find("illegal memory access"), std::string::npos) << result["detail"];
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(bundle + "/case.json"))["num_blocks"], 3);
+  EXPECT_TRUE(std::filesystem::exists(bundle + "/inputs.safetensors")) << run.output;
 }
 
 }  // namespace

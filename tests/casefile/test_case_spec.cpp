@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "app/casefile/case_spec.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {

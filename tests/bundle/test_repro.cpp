@@ -10,7 +10,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/report/error_map_image.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {

@@ -12,7 +12,7 @@
 #include "kernels/builtin/dispatch.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "reference/cpu_reference.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {

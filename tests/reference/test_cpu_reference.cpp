@@ -6,7 +6,8 @@
 #include "app/casefile/host_tensors.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "reference/cpu_reference.h"
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -157,6 +158,47 @@ TEST(CpuKernels, Float32StandInsMatchTheReferenceOnFreshInputs) {
         const double want = ref[std::size_t(t * 512 + h)];
         EXPECT_NEAR(bf16_to_float(run_in.output.at(t, h)), want, 8e-2 + 3e-2 * std::fabs(want)) << "seed " << spec.seed;
       }
+  }
+}
+
+// On the GPU (ctest label gpu).
+
+// The float64 reference on the device against the CPU's, over random layouts, padded ones included.
+TEST_F(Gpu, DeviceReferenceAgreesWithTheCpuReference) {
+  const std::uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 random(seed);
+  auto pick = [&](int low, int high) { return int(std::uniform_int_distribution<int>(low, high)(random)); };
+  for (int trial = 0; trial < 8; ++trial) {
+    const int hidden = 8 * pick(1, 1024), max_blocks = pick(0, 10);
+    CaseSpec spec = default_case("xcheck", pick(1, 40), hidden, max_blocks, pick(0, max_blocks));
+    spec.seed = random();
+    spec.shape.block_write_idx = max_blocks ? pick(-1, max_blocks - 1) : -1;
+    spec.shape.has_delta = pick(0, 1);
+    spec.shape.has_output_norm = pick(0, 1);
+    spec.strides.prefix = hidden + pick(0, 1) * pick(1, 9);
+    spec.strides.delta = hidden + pick(0, 1) * pick(1, 9);
+    const std::int64_t blocks_rows = hidden + pick(0, 1) * pick(1, 9);
+    if (pick(0, 1)) {  // block-major storage [MAXB, T, H], viewed as [T, MAXB, H]
+      spec.strides.blocks_token = blocks_rows;
+      spec.strides.blocks_row = spec.shape.tokens * blocks_rows;
+    } else {
+      set_token_major_blocks(spec.strides, spec.shape.max_blocks, blocks_rows);
+    }
+    for (std::int64_t& offset : spec.strides.storage_offset) offset = pick(0, 1) * pick(1, 9);
+    SCOPED_TRACE(fmt::format("T={} H={} MAXB={} nb={} write={} strides {}", spec.shape.tokens, hidden, max_blocks,
+                             spec.shape.num_blocks, spec.shape.block_write_idx,
+                             describe_strides(spec.shape, spec.strides)));
+    const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
+    EXPECT_EQ(workspace->compute_reference().name, "cublas-float64");
+    const CaseArtifacts device = workspace->take_artifacts();
+    CaseTensors scratch = make_case_tensors(spec);
+    const std::vector<double> cpu = cpu_reference(scratch.args());
+    ASSERT_EQ(cpu.size(), device.reference.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i)
+      worst = std::fmax(worst, std::fabs(cpu[i] - device.reference[i]) / (1.0 + std::fabs(cpu[i])));
+    EXPECT_LT(worst, 1e-10);
   }
 }
 

@@ -6,6 +6,7 @@
 #include "app/casefile/host_tensors.h"
 #include "kernels/common/host_generator.h"
 #include "kernels/common/philox.h"
+#include "tests/cuda_test_support.h"
 
 namespace attnres {
 namespace {
@@ -157,6 +158,47 @@ TEST(Generator, QkWeightIsScaledByInverseSqrtHidden) {
   double squares = 0;
   for (std::int64_t h = 0; h < 4096; ++h) squares += std::pow(bf16_to_float(t.qk_weight.at(0, h)), 2);
   EXPECT_NEAR(std::sqrt(squares / 4096), 1.0 / 64.0, 0.001);
+}
+
+// On the GPU (ctest label gpu).
+
+TEST_F(Gpu, DeviceGeneratorMatchesTheHostBitForBit) {
+  CaseSpec spec = default_case("gen", 37, 520, 3, 2);
+  spec.seed = testing::fresh_seed();
+  set_token_major_blocks(spec.strides, spec.shape.max_blocks, 531);
+  spec.distributions[int(InputTensor::blocks)].block_scales = {0.5, 3.0};  // block 2: 1
+  const CaseTensors host = make_case_tensors(spec);
+  const std::int64_t rows = 37 * 3;
+  DeviceBuffer<bf16_bits> device{std::size_t(rows * 531)};
+  generate_on_device(device.get(), StridedLayout::matrix(rows, 520, 531), make_generator_key(spec.seed, "blocks"),
+                     resolve(spec.distributions[int(InputTensor::blocks)], spec.shape), nullptr);
+  std::vector<bf16_bits> back(device.size());
+  ATTNRES_CUDA_CHECK(cudaMemcpy(back.data(), device.get(), device.bytes(), cudaMemcpyDeviceToHost));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t h = 0; h < 520; ++h)
+      ASSERT_EQ(back[std::size_t(r * 531 + h)], host.blocks.at(r, h)) << r << "," << h;
+}
+
+// The CUDA backend generates a case's inputs on the device: storage (canaries, padding, poison
+// and all) must equal the host generator's, bit for bit, and so must the input checksums.
+TEST_F(Gpu, DeviceMadeInputsEqualTheHostsEverywhere) {
+  CaseSpec spec = default_case("inputs", 19, 1000, 5, 4);
+  spec.seed = testing::fresh_seed();
+  spec.strides.prefix = 1007;
+  set_token_major_blocks(spec.strides, spec.shape.max_blocks, 1003);
+  spec.strides.output = 1008;
+  spec.distributions[int(InputTensor::blocks)].block_scales = {0.0, 2.5, 1.0, 0.125, 7.0};
+  SCOPED_TRACE("seed " + std::to_string(spec.seed));
+  const CaseTensors host = make_case_tensors(spec);
+  const std::unique_ptr<CaseWorkspace> workspace = backend_->prepare(spec, nullptr, true);
+  EXPECT_EQ(workspace->input_checksums(), input_checksums(host));
+  workspace->compute_reference();
+  const CaseArtifacts device = workspace->take_artifacts();
+  const auto a = host.all(), b = device.inputs.all(), c = device.after.all();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(a[i]->storage == b[i]->storage) << a[i]->name;
+    EXPECT_TRUE(a[i]->storage == c[i]->storage) << a[i]->name << " changed without a kernel";
+  }
 }
 
 }  // namespace

@@ -14,7 +14,8 @@
 #include "app/casefile/case_spec.h"
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -410,6 +411,59 @@ TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   EXPECT_EQ(
       run_cli({"run", no_delta, "--backend", "cpu", "--kernel", plugin("hardcoded"), "--profile", "vllm-op"}).exit_code,
       kExitUnmet);
+}
+
+// On the GPU (ctest label gpu).
+
+// The test plugin behaves as vLLM's fixed native op: it refuses padded rows with the seed's
+// message. Declared so (--profile vllm-op), every bundled case is judged on it and met; with no
+// declaration its refusals are failures.
+TEST_F(Gpu, CudaPluginMeetsTheBundledExpectations) {
+  const BinaryRun run =
+      run_binary({"run", testing::source_path("cases"), "--kernel", cuda_plugin("ok"), "--profile", "vllm-op"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.output;
+  const nlohmann::json& r = run.report;
+  EXPECT_EQ(r["summary"]["total"],
+            std::int64_t(load_cases({testing::source_path("cases")}).cases.size()));  // none left out
+  EXPECT_EQ(r["summary"]["by_disposition"]["rejected-as-expected"], 21);
+  EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write")["rejection"],
+            "Kimi K3 AttnRes requires densely packed rows; got strides 7175, none, 7168 for hidden_size 7168");
+  EXPECT_EQ(find_case(r, "vllm-attn_res-triton-write-add")["rejection"],
+            "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7175, 7168 for hidden_size 7168");
+  for (const auto& c : r["cases"]) EXPECT_EQ(c["kernel"], cuda_plugin("ok")) << c["name"];
+  const BinaryRun undeclared =
+      run_binary({"run", testing::source_path("cases/guard.json"), "--kernel", cuda_plugin("ok")});
+  EXPECT_EQ(undeclared.exit_code, kExitUnmet) << undeclared.output;
+  EXPECT_EQ(undeclared.report["summary"]["by_disposition"]["unexpected-rejection"], 4);
+}
+
+TEST_F(Gpu, CudaPluginWritingOutOfBoundsIsAMemoryViolationAndLaterCasesAreJudged) {
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                    "--kernel", cuda_plugin("out_of_bounds")});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  const nlohmann::json& r = run.report;
+  ASSERT_GE(r["cases"].size(), 2u) << run.output;
+  for (const auto& c : r["cases"]) {
+    EXPECT_EQ(c["disposition"], "memory-violation") << c["name"] << ": " << c["detail"];
+    ASSERT_FALSE(c["violations"].empty());
+    EXPECT_EQ(c["violations"][0]["tensor"], "output");
+    EXPECT_EQ(c["violations"][0]["kind"], "guard region after the allocation overwritten");
+    EXPECT_TRUE(c["comparison"]["mismatched"] == 0) << c["name"];  // the answer itself is right
+  }
+}
+
+// A kernel whose own non-blocking stream writes the output ~50 ms after the call returned: the
+// tool waits for every stream before it judges, so the +1 it adds is seen as out of tolerance.
+TEST_F(Gpu, LateWritesOnTheKernelsOwnStreamAreJudged) {
+  const BinaryRun run = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                    "--kernel", cuda_plugin("late_writer")});
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  ASSERT_GE(run.report["cases"].size(), 2u) << run.output;
+  for (const auto& c : run.report["cases"]) {
+    EXPECT_EQ(c["disposition"], "failed") << c["name"] << ": " << c["detail"];
+    EXPECT_GT(c["comparison"]["mismatched"].get<std::int64_t>(), c["comparison"]["total"].get<std::int64_t>() / 2)
+        << c["name"];
+  }
 }
 
 }  // namespace

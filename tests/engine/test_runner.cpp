@@ -9,7 +9,8 @@
 #include "kernels/builtin/builtin_kernels.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -279,6 +280,133 @@ TEST(Compare, NonFiniteValuesMismatchUnlessEqual) {
   EXPECT_EQ(c.inf_count, 2);
   EXPECT_TRUE(std::isinf(c.max_abs_error));
   EXPECT_EQ(c.worst_column, 1);
+}
+
+// On the GPU (ctest label gpu).
+
+TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {
+  CaseSpec spec = default_case("damaged", 37, 1000, 6, 4);
+  spec.seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(spec.seed));
+  spec.shape.block_write_idx = 5;
+  spec.strides.prefix = 1003;
+  set_token_major_blocks(spec.strides, spec.shape.max_blocks, 1001);
+  spec.strides.output = 1010;
+  backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
+    poke(a.prefix + 5 * a.strides.prefix + 1001, 0);                                          // prefix padding
+    damage(a.prefix + 9 * a.strides.prefix + 17, 0x3f80);                                     // prefix not p
+    poke(a.blocks - 3, 0);                                                                    // guard before blocks
+    damage(a.blocks + 36 * a.strides.blocks_token + 5 * a.strides.blocks_row + 999, 0x4000);  // the written block
+    damage(a.blocks + 2 * a.strides.blocks_token + 1 * a.strides.blocks_row + 4, 0x4000);     // a source block
+    damage(a.delta + 30 * a.strides.delta + 2, 0x4000);                                       // delta
+    poke(a.qk_weight + 1000, 0);                                                              // guard after qk_weight
+    poke(a.output + 36 * a.strides.output + 999, kPoisonBits);                                // unwritten
+    poke(a.output + 3 * a.strides.output + 7, 0x4400);                                        // out of tolerance
+    poke(a.output + 4 * a.strides.output + 8, 0x7f80);                                        // +Inf
+  }));
+  RunOptions options;
+  options.kernel = "damaging";
+  options.error_maps = true;
+  for (const bool replay : {false, true}) {
+    SCOPED_TRACE(replay ? "replayed inputs" : "generated inputs");
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
+    EXPECT_EQ(r.violations.size(), 6u) << r.detail;
+    EXPECT_EQ(r.comparison->prefix_mismatches, 1);
+    EXPECT_EQ(r.comparison->blocks_mismatches, 1);
+    EXPECT_TRUE(r.error_map);
+  }
+  options.kernel.clear();  // and a clean run of the built-in kernel
+  for (const bool replay : {false, true}) {
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::passed) << r.detail;
+  }
+}
+
+// The seed bug, judged by the device reductions: the same numbers as the host loops over the
+// same tensors, and the 2204 prefix-padding canaries the native kernel overwrites.
+TEST_F(Gpu, UnguardedSeedReproShowsTheSilentCorruption) {
+  const CaseResult r = testing::expect_unguarded_seed_repro_corrupts_silently(*backend_);
+  ASSERT_FALSE(r.violations.empty());
+  if (r.kernel == "native") EXPECT_EQ(r.violations[0].count, 2204);
+  CaseSpec seed = load_cases({testing::source_path("cases/guard.json")}).cases.at(0);
+  seed.expectation_written = true;  // judged as a computation, whatever the native kernel declares
+  seed.expect = Expectation::pass;
+  RunOptions unguarded;
+  unguarded.disable_layout_guard = true;
+  const CaseResult again = expect_device_checks_match_the_hosts(*backend_, seed, unguarded, false);
+  EXPECT_EQ(again.comparison->max_abs_error, r.comparison->max_abs_error);
+  EXPECT_EQ(again.comparison->mismatched, r.comparison->mismatched);
+}
+
+// Views: block-major blocks, storage offsets (odd ones misalign the operands). Damage before a
+// view's first element, in a block-major row's padding and in the written block is located on
+// the device as on the host; the built-in kernels run every such layout correctly.
+TEST_F(Gpu, DeviceChecksLocateDamageInViewsAsTheHostDoes) {
+  CaseSpec spec = default_case("views", 29, 1024, 5, 4);
+  spec.seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(spec.seed));
+  spec.shape.block_write_idx = 4;
+  spec.strides.blocks_token = 1032;
+  spec.strides.blocks_row = 29 * 1032 + 16;
+  for (int i = 0; i < kOperandCount; ++i) spec.strides.storage_offset[i] = 2 * i + 1;
+  backend_->add_kernel(std::make_unique<DamagingKernel>([](const AttnResArgs& a) {
+    poke(a.prefix - 1, 0);                                                             // before prefix's first element
+    poke(a.blocks + 3 * a.strides.blocks_token + 2 * a.strides.blocks_row + 1027, 0);  // a block row's padding
+    damage(a.blocks + 28 * a.strides.blocks_token + 4 * a.strides.blocks_row + 5, 0x4000);  // the written block
+    poke(a.output - 13, 0);  // the output's first storage element
+  }));
+  RunOptions options;
+  options.kernel = "damaging";
+  for (const bool replay : {false, true}) {
+    SCOPED_TRACE(replay ? "replayed inputs" : "generated inputs");
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::memory_violation) << r.detail;
+    EXPECT_EQ(r.violations.size(), 3u) << r.detail;
+    EXPECT_EQ(r.comparison->blocks_mismatches, 1);
+  }
+  options.kernel.clear();
+  for (const bool replay : {false, true}) {
+    const CaseResult r = expect_device_checks_match_the_hosts(*backend_, spec, options, replay);
+    EXPECT_EQ(r.disposition, Disposition::passed) << r.detail;
+    EXPECT_EQ(r.kernel, "portable") << "odd storage offsets keep the native kernel out";
+  }
+  // Aligned offsets and block-major blocks whose strides are multiples of 8: the native kernel's.
+  for (int i = 0; i < kOperandCount; ++i) spec.strides.storage_offset[i] = 8 * i;
+  spec.kernel = KernelChoice::native;
+  const CaseResult native = expect_device_checks_match_the_hosts(*backend_, spec, options, false);
+  EXPECT_EQ(native.disposition, Disposition::passed) << native.detail;
+}
+
+TEST_F(Gpu, BundledCasesMeetTheirExpectations) {
+  const LoadedCases loaded = load_cases({testing::source_path("cases")});
+  ASSERT_TRUE(loaded.errors.empty());
+  for (const CaseSpec& spec : loaded.cases) {
+    const CaseResult r = run_case(spec, *backend_, RunOptions{});
+    EXPECT_TRUE(meets_expectation(r.disposition)) << spec.name << ": " << to_string(r.disposition) << ": " << r.detail;
+    if (spec.name == "large-t4096-b8") {
+      EXPECT_EQ(r.comparison->reference, "cublas-float64");
+    }
+  }
+}
+
+TEST_F(Gpu, CasesOverTheDeviceBudgetAreNotRun) {
+  CaseSpec spec = default_case("budget", 320, 7168, 8, 4);
+  RunOptions options;
+  options.budget.device_bytes = 1 << 20;
+  const CaseResult r = run_case(spec, *backend_, options);
+  EXPECT_EQ(r.disposition, Disposition::not_run);
+  EXPECT_NE(r.detail.find("of device memory; the budget is 1048576 bytes"), std::string::npos) << r.detail;
+  // The tensors, and the reference's float64 buffers beside them; nothing on the host.
+  const CaseFootprint need = case_footprint(spec, *backend_, false);
+  EXPECT_GT(need.device_bytes.value(), *case_storage_bytes(spec.shape, spec.strides) + 320 * 7168 * 8);
+  EXPECT_EQ(need.host_bytes, 0);
+  // Without a budget, the device's free memory decides.
+  CaseSpec huge = default_case("huge", std::int64_t(1) << 24, 7168, 8, 8);
+  const CaseResult h = run_case(huge, *backend_, RunOptions{});
+  EXPECT_EQ(h.disposition, Disposition::not_run);
+  EXPECT_NE(h.detail.find("of device memory; the budget is"), std::string::npos) << h.detail;
+  EXPECT_NE(h.detail.find("(the device's free memory; --max-device-memory sets it)"), std::string::npos) << h.detail;
 }
 
 }  // namespace

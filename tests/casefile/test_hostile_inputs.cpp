@@ -22,7 +22,7 @@
 #include "app/casefile/json_io.h"
 #include "app/casefile/safetensors.h"
 #include "app/report/error_map_image.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {

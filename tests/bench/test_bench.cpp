@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/bench/bench_printers.h"
+#include "tests/cuda_test_support.h"
 
 namespace attnres {
 namespace {
@@ -93,6 +94,36 @@ TEST(BenchPrinters, CsvHasOneRowPerPointWithEmptyCellsWhereNothingWasTimed) {  /
             "native_pdl_us,portable_us,portable_bytes_per_s,kernel,kernel_us,kernel_bytes_per_s,cublas_reference_ms\r\n"
             "320,4,1024,6000000,3000000000000,1.5,split/1x2,2,3000000000000,1.9,4,1500000000000,so:/k.so,,,0.7\r\n"
             "1,4,1024,6000000,3000000000000,1.5,,,,,4,1500000000000,so:/k.so,6,1000000000000,0.7\r\n");
+}
+
+// On the GPU (ctest label gpu).
+
+// bench judges each kernel before timing it: the check must cover the output (a float64
+// reference never equals a bf16 output everywhere, so max-abs is above zero) and every plan.
+TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
+  testing::TempDir dir;
+  const std::string json_path = (dir.path() / "bench.json").string();
+  testing::run_cli({"bench", "--tokens", "5", "--blocks", "3", "--hidden", "1024", "--repeats", "3", "--native-plans", "--pdl",
+           "--json", json_path});
+  const nlohmann::json point = nlohmann::json::parse(testing::read_file(json_path))["points"].at(0);
+  std::vector<std::string> checks{point["portable"]["check"].get<std::string>()};
+  if (native_here()) {
+    checks.push_back(point["native"]["check"].get<std::string>());
+    checks.push_back(point["native_pdl"]["check"].get<std::string>());
+    EXPECT_EQ(point["native_plans"].size(), native::all_plans(1024).size());
+    for (const auto& plan : point["native_plans"].items()) checks.push_back(plan.value()["check"].get<std::string>());
+  }
+  for (const std::string& check : checks) {
+    double max_abs = -1;
+    ASSERT_EQ(std::sscanf(check.c_str(), "ok (max-abs %lf)", &max_abs), 1) << check;
+    EXPECT_GT(max_abs, 0.0) << check;
+    EXPECT_LT(max_abs, 0.08) << check;
+  }
+  // The floor of a point: a copy of its bytes, timed; the portable kernel moves the same bytes
+  // and computes too.
+  const double copy_us = point["same_bytes_copy_us"].get<double>();
+  EXPECT_GT(copy_us, 0.0);
+  EXPECT_LT(copy_us, point["portable"]["median_us"].get<double>());
 }
 
 }  // namespace

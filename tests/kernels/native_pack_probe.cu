@@ -1,4 +1,4 @@
-#include "tests/native_pack_probe.h"
+#include "tests/kernels/native_pack_probe.h"
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/cuda_check.h"

@@ -15,7 +15,8 @@
 #include "app/cli/commands.h"
 #include "app/report/result_json.h"
 #include "app/workers/worker.h"
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -329,6 +330,57 @@ TEST(Worker, SeveralWorkersJudgeEveryCaseInCaseOrder) {
       EXPECT_EQ(results[i].disposition, Disposition::passed) << results[i].name << ": " << results[i].detail;
     }
   }
+}
+
+// On the GPU (ctest label gpu).
+
+// --devices: two workers sharing the one device (and "all": one per device there is) report what
+// one process reports, in case order, each case naming the device that ran it.
+TEST_F(Gpu, WorkersPerDeviceReportWhatOneProcessReports) {
+  const std::vector<std::string> base{"run",
+                                      testing::source_path("cases/public.json"),
+                                      testing::source_path("cases/guard.json"),
+                                      "--filter",
+                                      "public-t3-*",
+                                      "--filter",
+                                      "seed*"};
+  const BinaryRun single = run_binary(base);
+  ASSERT_EQ(single.exit_code, kExitOk) << single.output;
+  for (const char* devices : {"0,0", "all"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--devices", devices});
+    const BinaryRun spread = run_binary(args);
+    EXPECT_EQ(spread.exit_code, kExitOk) << spread.output;
+    ASSERT_EQ(spread.report["cases"].size(), single.report["cases"].size()) << spread.output;
+    for (std::size_t i = 0; i < single.report["cases"].size(); ++i) {
+      nlohmann::json a = single.report["cases"][i], b = spread.report["cases"][i];
+      for (const char* varying : {"seconds", "timings"}) {
+        a.erase(varying);
+        b.erase(varying);
+      }
+      EXPECT_EQ(a, b) << devices;
+    }
+    EXPECT_EQ(spread.report["device"], single.report["device"]) << devices;
+  }
+  const BinaryRun missing = run_binary({"run", testing::source_path("cases/guard.json"), "--devices", "0,7"});
+  EXPECT_EQ(missing.exit_code, kExitBadInput) << missing.output;
+  EXPECT_NE(missing.output.find("--device 7: this process sees"), std::string::npos) << missing.output;
+}
+
+TEST_F(Gpu, AnIllegalAddressCostsOnlyItsCase) {
+  expect_only_the_three_block_case_lost("faults", {}, [](const std::string& detail) {
+    EXPECT_NE(detail.find("illegal memory access"), std::string::npos) << detail;
+  });
+}
+
+// SIGKILL ends a worker whose kernel never finishes; the driver tears its context down, and the
+// next worker's context runs the remaining cases.
+TEST_F(Gpu, AKernelThatHangsCostsOnlyItsCase) {
+  expect_only_the_three_block_case_lost("hangs", {"--timeout", "10"}, [](const std::string& detail) {
+    EXPECT_EQ(detail,
+              "no answer within 10 s (--timeout): the worker process running this case was killed; a new worker "
+              "runs the remaining cases");
+  });
 }
 
 }  // namespace

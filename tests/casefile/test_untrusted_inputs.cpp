@@ -20,7 +20,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/engine/memory_budget.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {

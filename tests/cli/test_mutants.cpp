@@ -8,7 +8,8 @@
 #include "app/engine/backend.h"
 #include "kernels/mutants/mutant_entries.h"
 #include "kernels/mutants/mutant_kernel.h"
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -145,6 +146,43 @@ TEST(MutantsCommand, FailUnderAndUnknownMutants) {
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(dir.path() / "m.json"))["mutants"][0]["killed_by"][0]["case"],
             "weak");
   EXPECT_THROW(testing::run_cli({"mutants", file, "--backend", "cpu", "--only", "no-such"}), UsageError);
+}
+
+// On the GPU (ctest label gpu).
+
+// The mutants run on the device (one thread per token) where the backend is CUDA: every
+// mutant must be caught by exactly the cases that catch its host twin (the eps, denormal and
+// row-count mutants only by cases/numerics.json).
+TEST_F(Gpu, DeviceMutantsAreCaughtByTheCasesThatCatchTheHostOnes) {
+  const std::vector<std::string> cases{"mutants",
+                                       testing::source_path("cases/depth.json"),
+                                       testing::source_path("cases/portable-padded.json"),
+                                       testing::source_path("cases/numerics.json"),
+                                       "--filter",
+                                       "depth-*",
+                                       "--filter",
+                                       "zero-*",
+                                       "--filter",
+                                       "large-logits-*",
+                                       "--filter",
+                                       "*-t3-*",
+                                       "--filter",
+                                       "numerics-*"};
+  std::vector<std::string> on_gpu = cases, on_cpu = cases;
+  on_gpu.insert(on_gpu.end(), {"--backend", "cuda", "--fail-under", "100"});
+  on_cpu.insert(on_cpu.end(), {"--backend", "cpu"});
+  const BinaryRun gpu = run_binary(on_gpu), cpu = run_binary(on_cpu);
+  EXPECT_EQ(gpu.exit_code, kExitOk) << gpu.output;
+  ASSERT_EQ(gpu.report["mutants"].size(), mutations().size()) << gpu.output;
+  EXPECT_EQ(gpu.report["backend"], "cuda");
+  EXPECT_EQ(gpu.report["left_out"].size(), 0u);
+  for (std::size_t m = 0; m < mutations().size(); ++m) {
+    std::vector<std::string> gpu_killers, cpu_killers;
+    for (const auto& k : gpu.report["mutants"][m]["killed_by"]) gpu_killers.push_back(k["case"]);
+    for (const auto& k : cpu.report["mutants"][m]["killed_by"]) cpu_killers.push_back(k["case"]);
+    EXPECT_EQ(gpu_killers, cpu_killers) << gpu.report["mutants"][m]["name"];
+    EXPECT_FALSE(gpu_killers.empty()) << gpu.report["mutants"][m]["name"];
+  }
 }
 
 }  // namespace

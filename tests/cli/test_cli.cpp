@@ -13,7 +13,7 @@
 #include "app/cli/commands.h"
 #include "app/report/git_revision.h"
 #include "kernels/external/kernel_spec.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {

@@ -8,7 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
+#include "tests/cuda_test_support.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
@@ -258,6 +259,64 @@ TEST_F(PythonBridge, ReproBundlesAndInfoFollowTheBridgedKernel) {
   const CommandOutput info = run_cli(
       {"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", function("attn_res_eager")});
   EXPECT_NE(info.text.find("the vllm signature returns a fresh output"), std::string::npos) << info.text;
+}
+
+// On the GPU (ctest label gpu).
+
+TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
+  if (!ATTNRES_HAVE_TORCH_BRIDGE) GTEST_SKIP() << "CMake found no Torch: the torch-op bridge is not built";
+  const BinaryRun vllm = run_binary(
+      {"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"), "--kernel",
+       "torch-op:attnres_test::kimi_k3_attn_res", "--torch-library", ATTNRES_TORCH_TEST_OPS, "--profile", "vllm-op"});
+  EXPECT_EQ(vllm.exit_code, kExitOk) << vllm.output;
+  EXPECT_EQ(vllm.report["summary"]["by_disposition"]["passed"], 6);
+  EXPECT_EQ(vllm.report["summary"]["by_disposition"]["rejected-as-expected"], 3);
+  EXPECT_EQ(find_case(vllm.report, "seed-repro-prefix-stride-7175")["rejection"],
+            "Kimi K3 AttnRes requires densely packed rows; got strides 7175, 7168, 7168 for hidden_size 7168");
+  const BinaryRun full =
+      run_binary({"run", testing::source_path("cases/public.json"), "--kernel", "torch-op:attnres_test::attn_res_full",
+                  "--torch-library", ATTNRES_TORCH_TEST_OPS});
+  EXPECT_EQ(full.exit_code, kExitOk) << full.output;
+  EXPECT_EQ(full.report["summary"]["by_disposition"]["passed"], 36);
+  const BinaryRun seed = run_binary({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
+                                     "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", "--torch-library",
+                                     ATTNRES_TORCH_TEST_OPS, "--profile", "vllm-op"});
+  EXPECT_EQ(seed.report["cases"][0]["disposition"], "not-rejected") << seed.output;
+}
+
+TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
+  if (!ATTNRES_HAVE_PYTHON_BRIDGE)
+    GTEST_SKIP() << "CMake found no Python development files: the Python bridge is not built";
+  for (const char* function : {"attn_res_eager", "attn_res_triton"}) {
+    const BinaryRun run =
+        run_binary({"run", testing::source_path("cases/public.json"), testing::source_path("cases/guard.json"),
+                    "--kernel", std::string("python:attnres_python_test:") + function, "--profile", "vllm-op"});
+    EXPECT_EQ(run.exit_code, kExitOk) << function << run.output;
+    EXPECT_EQ(run.report["summary"]["by_disposition"]["passed"], 37) << function;
+    EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 3) << function;
+    EXPECT_EQ(run.report["summary"]["by_disposition"]["skipped"], 1) << function;  // a padded output
+  }
+  // Kernels that take every stride, gated as vLLM's dispatch and FlashInfer's API: every bundled
+  // case computed (or skipped where the signature returns a fresh output).
+  for (const auto& [function, preset] :
+       {std::pair<std::string, std::string>{"attn_res_triton_any_stride", "vllm-dispatch"},
+        {"attn_res_eager_any_stride", "vllm-dispatch"},
+        {"attn_res_flashinfer", "flashinfer"}}) {
+    std::vector<std::string> args{"run",       testing::source_path("cases"),
+                                  "--kernel",  "python:attnres_python_test:" + function,
+                                  "--profile", preset};
+    if (preset == "flashinfer") args.insert(args.end(), {"--signature", "flashinfer"});
+    const BinaryRun run = run_binary(args);
+    EXPECT_EQ(run.exit_code, kExitOk) << function << run.output;
+    EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 0) << function;
+  }
+  // The seed's dispatch without the op-existence check, on a torch without vLLM's op.
+  const BinaryRun missing =
+      run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",
+                  "python:attnres_python_test:attn_res_without_op_check"});
+  EXPECT_EQ(missing.report["cases"][0]["disposition"], "error") << missing.output;
+  EXPECT_NE(missing.report["cases"][0]["detail"].get<std::string>().find("AttributeError"), std::string::npos)
+      << missing.report["cases"][0]["detail"];
 }
 
 }  // namespace

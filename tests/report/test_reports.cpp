@@ -5,7 +5,7 @@
 #include "app/casefile/json_io.h"
 #include "app/cli/commands.h"
 #include "app/report/report.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace attnres {
 namespace {
