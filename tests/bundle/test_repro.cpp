@@ -161,6 +161,62 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
 }
 
 // An empty batch (T = 0) makes a bundle without an error map, whose tensors replay.
+// run --repro-dir: the run itself bundles each case that did not meet its expectation, with its
+// flags, and each bundle replays to the same verdict; within --repro-max-bytes or listed.
+TEST(Repro, RunBundlesEachCaseThatFailedAndEachBundleReplays) {
+  testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "repro").string();
+  const std::vector<std::string> failing{"run",
+                                         testing::source_path("cases/guard.json"),
+                                         "--filter",
+                                         "guard-delta*",
+                                         "--filter",
+                                         "guard-output*",
+                                         "--backend",
+                                         "cpu",
+                                         "--no-layout-guard"};
+  std::vector<std::string> with_bundles = failing;
+  with_bundles.insert(with_bundles.end(), {"--repro-dir", dir});
+  EXPECT_EQ(run_cli(with_bundles).exit_code, kExitUnmet);
+  const nlohmann::json index = nlohmann::json::parse(testing::read_file(dir + "/index.json"));
+  ASSERT_EQ(index["bundles"].size(), 2u) << index.dump(2);
+  EXPECT_TRUE(index["left_out"].empty());
+  for (const auto& bundle : index["bundles"]) {
+    const std::string at = dir + "/" + bundle["dir"].get<std::string>();
+    EXPECT_EQ(bundle["disposition"], "not-rejected");
+    EXPECT_EQ(bundle["bundle_disposition"], "not-rejected");
+    EXPECT_NE(testing::read_file(at + "/replay.sh").find("--no-layout-guard"), std::string::npos);
+    const std::string report = (tmp.path() / "replayed.json").string();
+    const CommandOutput replay = run_cli({"run", at + "/case.json", "--inputs", at + "/inputs.safetensors", "--backend",
+                                          "cpu", "--no-layout-guard", "--json", report});
+    EXPECT_EQ(replay.exit_code, kExitUnmet);
+    EXPECT_EQ(nlohmann::json::parse(testing::read_file(report))["cases"][0]["disposition"], "not-rejected");
+  }
+  // A directory holding anything is refused before anything runs.
+  EXPECT_NE(testing::usage_error(with_bundles).find("holds files already"), std::string::npos);
+  // Over the byte budget: nothing written, every case listed with the reason.
+  const std::string small = (tmp.path() / "small").string();
+  std::vector<std::string> budgeted = failing;
+  budgeted.insert(budgeted.end(), {"--repro-dir", small, "--repro-max-bytes", "1M"});
+  EXPECT_EQ(run_cli(budgeted).exit_code, kExitUnmet);
+  const nlohmann::json listed = nlohmann::json::parse(testing::read_file(small + "/index.json"));
+  EXPECT_TRUE(listed["bundles"].empty());
+  ASSERT_EQ(listed["left_out"].size(), 2u);
+  EXPECT_NE(listed["left_out"][0]["reason"].get<std::string>().find("would pass --repro-max-bytes"), std::string::npos);
+  // Cases that meet their expectations leave an empty index.
+  const std::string clean = (tmp.path() / "clean").string();
+  EXPECT_EQ(run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "guard-delta*", "--backend", "cpu",
+                     "--repro-dir", clean})
+                .exit_code,
+            kExitOk);
+  EXPECT_TRUE(nlohmann::json::parse(testing::read_file(clean + "/index.json"))["bundles"].empty());
+  EXPECT_NE(testing::usage_error({"run", "cases", "--repro-max-bytes", "1G"}).find("goes with --repro-dir"),
+            std::string::npos);
+  EXPECT_NE(testing::usage_error({"run", "cases", "--repro-dir", small + "2", "--inputs", "x.safetensors"})
+                .find("--inputs replays a bundle already"),
+            std::string::npos);
+}
+
 TEST(Repro, EmptyBatchBundleReplays) {
   TempDir dir;
   const fs::path bundle = dir.path() / "bundle";

@@ -366,6 +366,24 @@ TEST(Plugins, ReplayShQuotesAPluginPathAsOneWord) {
   EXPECT_NE(printed.find("[inputs.safetensors]\n"), std::string::npos) << printed;
 }
 
+// run --repro-dir with a kernel in a worker process: each bundle is written there, naming the kernel.
+TEST(Plugins, RunBundlesWhatTheKernelGotWrongInItsWorker) {
+  TempDir dir;
+  const std::string bundles = (dir.path() / "repro").string();
+  const CommandOutput out =
+      run_cli({"run", testing::source_path("cases/guard.json"), "--filter", "guard-delta*", "--filter", "guard-output*",
+               "--kernel", plugin("hardcoded"), "--profile", "vllm-op", "--repro-dir", bundles});
+  EXPECT_EQ(out.exit_code, kExitUnmet);
+  const json index = json::parse(read_file(bundles + "/index.json"));
+  ASSERT_EQ(index["bundles"].size(), 2u) << out.text << out.notes;
+  for (const auto& bundle : index["bundles"]) {
+    EXPECT_EQ(bundle["bundle_disposition"], "not-rejected");
+    EXPECT_NE(read_file(bundles + "/" + bundle["dir"].get<std::string>() + "/replay.sh")
+                  .find("--kernel " + plugin("hardcoded") + " --profile vllm-op"),
+              std::string::npos);
+  }
+}
+
 TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   TempDir dir;
   const auto bundle = dir.path() / "bundle";

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "app/bundle/failure_bundles.h"
 #include "app/casefile/case_spec.h"
 #include "app/casefile/file_output.h"
 #include "app/casefile/json_io.h"
@@ -20,6 +21,7 @@
 #include "app/engine/interrupt.h"
 #include "app/engine/runner.h"
 #include "app/report/report.h"
+#include "app/workers/make_case_runner.h"
 #include "app/workers/worker.h"
 #include "kernels/external/plugin_kernel.h"
 
@@ -155,9 +157,28 @@ CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArgument
   run->add_option("--devices", *devices,
                   "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "
                   "0,1; a device listed twice gets two workers), and merge their results in case order");
+  run->add_option("--repro-dir", args.repro_dir,
+                  "write a repro bundle of each case that did not meet its expectation into this new or empty "
+                  "directory (DIR/<case>/, listed in DIR/index.json), with the kernel and flags of this run");
+  auto repro_max_bytes = std::make_shared<std::string>();
+  run->add_option("--repro-max-bytes", *repro_max_bytes,
+                  "with --repro-dir: what the bundles may take in all (bytes, or 512M, 8G ...; default 2G): the "
+                  "first failures' bundles are written, the rest listed");
   add_backend_options(command, common.backend);
   add_budget_options(command, common.budget);
   default_to_bundled_cases(command, args.paths);
+  command.after_parse([run, repro_max_bytes, &args] {
+    if (!repro_max_bytes->empty()) {
+      const std::optional<std::int64_t> bytes = parse_byte_size(*repro_max_bytes);
+      if (!bytes)
+        throw UsageError(fmt::format(
+            "--repro-max-bytes: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", *repro_max_bytes));
+      if (args.repro_dir.empty()) throw UsageError("--repro-max-bytes goes with --repro-dir");
+      args.repro_max_bytes = *bytes;
+    }
+    if (!args.repro_dir.empty() && !args.inputs.empty())
+      throw UsageError("--repro-dir bundles cases made from their seeds; a run with --inputs replays a bundle already");
+  });
   command.after_parse([run, devices, &args, &common] {
     if (!run->get_option("--devices")->count()) return;
     parse_devices(*devices, args);
@@ -180,6 +201,7 @@ CommandOutput run_command(const RunArguments& args, const CommonArguments& commo
   std::vector<NamedPath> input_files = case_file_inputs(loaded);
   input_files.emplace_back("--inputs file", args.inputs);
   require_writable_reports(named_report_files(args.report_files), input_files);
+  if (!args.repro_dir.empty() && !args.list) claim_repro_directory(args.repro_dir);
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), args.filters, args.shard);
   const bool none_matched = selected.empty() && !(args.filters.empty() && args.shard.empty());
@@ -293,6 +315,11 @@ CommandOutput run_command(const RunArguments& args, const CommonArguments& commo
     if (out.exit_code == kExitNoCases) out.notes += std::string(kJudgedNothing) + "\n";
   }
   write_reports(results, loaded.errors, context, args.report_files, out);
+  // A bundle runs its case again, so an interrupted run writes none.
+  if (!args.repro_dir.empty() && !signal)
+    write_failure_bundles(
+        cases, results, [&] { return make_case_runner(common.backend, options, out.notes); }, args.repro_dir,
+        args.repro_max_bytes, out);
   if (signal) {
     out.notes +=
         fmt::format("interrupted by {}: the cases not judged are not-run (interrupted) in the table and reports\n",

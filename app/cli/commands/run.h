@@ -31,6 +31,8 @@ struct RunArguments {
   // free; with all_devices, one per CUDA device there is. Empty and false: no --devices.
   std::vector<int> devices;
   bool all_devices = false;
+  std::string repro_dir;  // a repro bundle of each case that did not meet its expectation
+  std::int64_t repro_max_bytes = std::int64_t(2) << 30;  // what those bundles may take in all
 };
 
 CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArguments& common);
