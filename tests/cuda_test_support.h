@@ -34,17 +34,22 @@
 
 namespace attnres {
 
-// The native kernel forced onto one plan, as a registry entry, so the runner's checks judge it.
-class PlannedNativeKernel : public KernelEntry {
+// A test kernel on CUDA operands that takes every problem and refuses nothing.
+class DeviceTestKernel : public KernelEntry {
  public:
-  explicit PlannedNativeKernel(native::Plan plan) : plan_(plan) {}
-  std::string name() const override { return "native:" + native::to_string(plan_); }
   OperandPlace operands() const override { return OperandPlace::cuda_device; }
   std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
                                               const DeviceDescription&) const override {
     return std::nullopt;
   }
   KernelPreconditions preconditions() const override { return portable_preconditions(); }
+};
+
+// The native kernel forced onto one plan, as a registry entry, so the runner's checks judge it.
+class PlannedNativeKernel : public DeviceTestKernel {
+ public:
+  explicit PlannedNativeKernel(native::Plan plan) : plan_(plan) {}
+  std::string name() const override { return "native:" + native::to_string(plan_); }
   void launch(const AttnResArgs& args, const LaunchOptions&, cudaStream_t stream) override {
     NativeLaunchOptions options;
     options.plan = plan_;
@@ -94,16 +99,10 @@ inline void expect_passed(const CaseResult& r, const CaseSpec& spec) {
 }
 
 // A CUDA-device kernel that runs the portable kernel and then damages what `damage` says.
-class DamagingKernel : public KernelEntry {
+class DamagingKernel : public DeviceTestKernel {
  public:
   explicit DamagingKernel(std::function<void(const AttnResArgs&)> damage) : damage_(std::move(damage)) {}
   std::string name() const override { return "damaging"; }
-  OperandPlace operands() const override { return OperandPlace::cuda_device; }
-  std::optional<Unsupported> cannot_implement(const AttnResShape&, const AttnResStrides&,
-                                              const DeviceDescription&) const override {
-    return std::nullopt;
-  }
-  KernelPreconditions preconditions() const override { return portable_preconditions(); }
   void launch(const AttnResArgs& args, const LaunchOptions&, cudaStream_t stream) override {
     launch_portable(args, stream);
     ATTNRES_CUDA_CHECK(cudaStreamSynchronize(stream));
