@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The shipped JSON Schemas (schemas/) against the bundled case files and against real reports of
-run and merge, and the JUnit XML read back with a JUnit reader (Debian python3-jsonschema and
+run and merge and run --repro-dir's index, and the JUnit XML read back with a JUnit reader (Debian python3-jsonschema and
 python3-junitparser; exit 77, a ctest skip, where they are missing).
 
 Usage: validate_reports.py ATTNRES_CHECK SOURCE_DIR"""
@@ -36,6 +36,7 @@ def validator(name):
 
 cases = validator("case.schema.json")
 reports = validator("report.schema.json")
+repro_indexes = validator("repro-dir.schema.json")
 
 # Every bundled case file is valid, and so is the documented example; typical mistakes are not.
 for path in sorted((source / "cases").rglob("*.json")):
@@ -107,6 +108,17 @@ with tempfile.TemporaryDirectory() as work:
             check(properties.get("backend") == "cpu", f"{name}.xml: suite {suite.name} properties {properties}")
             check("tool_version" in properties and "git_revision" in properties, f"{name}.xml: suite {suite.name} properties")
             check(suite.timestamp is not None and suite.hostname, f"{name}.xml: suite {suite.name} has no timestamp/hostname")
+    # run --repro-dir's index: bundles written, and over the byte budget, cases listed instead.
+    small = [str(source / "cases/guard.json"), "--filter", "guard-delta*", "--filter", "guard-output*",
+             "--no-layout-guard", "--backend", "cpu"]
+    subprocess.run([binary, "run", *small, "--repro-dir", str(work / "repro")], capture_output=True, check=False)
+    subprocess.run([binary, "run", *small, "--repro-dir", str(work / "listed"), "--repro-max-bytes", "1M"],
+                   capture_output=True, check=False)
+    for name, key in (("repro", "bundles"), ("listed", "left_out")):
+        index = json.loads((work / name / "index.json").read_text())
+        for error in repro_indexes.iter_errors(index):
+            failures.append(f"{name}/index.json: {error.json_path}: {error.message}")
+        check(len(index[key]) == 2, f"{name}/index.json: {len(index[key])} {key}, expected 2")
     unguarded = json.loads((work / "unguarded.json").read_text())
     check(any(c["disposition"] == "not-rejected" for c in unguarded["cases"]), "the unguarded seed repro was not caught")
 
