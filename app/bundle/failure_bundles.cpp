@@ -1,5 +1,7 @@
 #include "app/bundle/failure_bundles.h"
 
+#include <cctype>
+#include <optional>
 #include <set>
 #include <string>
 

@@ -45,14 +45,6 @@ const CLI::Validator kSeconds = number_in_full<double>("SECONDS", "seconds >= 0 
 const CLI::Validator kPercent = number_in_full<double>("PERCENT", "a percentage from 0 to 100",
                                                        [](double value) { return value >= 0 && value <= 100; });
 
-std::optional<std::int64_t> parse_budget(const std::string& option, const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  const std::optional<std::int64_t> bytes = parse_byte_size(text);
-  if (!bytes)
-    throw UsageError(fmt::format("{}: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", option, text));
-  return bytes;
-}
-
 // Library paths are file paths from the working directory (not dlopen's search path), held
 // absolute so that a bundle's replay.sh and environment.json name the same file from elsewhere.
 std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
@@ -137,6 +129,14 @@ void add_report_options(CommandOptions& command, ReportFiles& files) {
     command.app()->add_option(format->option, files[format->option], format->help);
 }
 
+std::optional<std::int64_t> parse_byte_option(const std::string& option, const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const std::optional<std::int64_t> bytes = parse_byte_size(text);
+  if (!bytes)
+    throw UsageError(fmt::format("{}: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", option, text));
+  return bytes;
+}
+
 void add_budget_options(CommandOptions& command, MemoryBudget& budget) {
   // Sizes stay text until parsed: CLI11 would take "8G" for no number at all.
   auto host = std::make_shared<std::string>(), device = std::make_shared<std::string>();
@@ -145,8 +145,8 @@ void add_budget_options(CommandOptions& command, MemoryBudget& budget) {
   command.app()->add_option("--max-device-memory", *device,
                             "device memory a case may use (bytes, or 512M, 8G ...); default: the device's free memory");
   command.after_parse([host, device, &budget] {
-    budget.host_bytes = parse_budget("--max-host-memory", *host);
-    budget.device_bytes = parse_budget("--max-device-memory", *device);
+    budget.host_bytes = parse_byte_option("--max-host-memory", *host);
+    budget.device_bytes = parse_byte_option("--max-device-memory", *device);
   });
 }
 

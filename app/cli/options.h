@@ -3,6 +3,7 @@
 // subcommand's add_*_command returns: its CLI11 subcommand and the checks that run once the words
 // are parsed. Each subcommand declares its own options in its file under commands/.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -53,6 +54,9 @@ void add_timeout_option(CommandOptions& command, BackendOptions& options);
 void add_report_options(CommandOptions& command, ReportFiles& files);
 // --max-host-memory and --max-device-memory (bytes, or 512M, 8G ...).
 void add_budget_options(CommandOptions& command, MemoryBudget& budget);
+// A size option's text as bytes (1073741824, 512M, 8G ...); nothing for empty text; UsageError
+// naming `option` otherwise.
+std::optional<std::int64_t> parse_byte_option(const std::string& option, const std::string& text);
 // -q and -v.
 void add_verbosity_flags(CommandOptions& command, Verbosity& verbosity);
 // What a command that runs cases on one kernel takes: the backend options, --timeout and the

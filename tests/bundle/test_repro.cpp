@@ -210,6 +210,9 @@ TEST(Repro, RunBundlesEachCaseThatFailedAndEachBundleReplays) {
                 .exit_code,
             kExitOk);
   EXPECT_TRUE(nlohmann::json::parse(testing::read_file(clean + "/index.json"))["bundles"].empty());
+  EXPECT_NE(testing::usage_error({"run", "cases", "--repro-dir", small + "3", "--repro-max-bytes", "3Q"})
+                .find("--repro-max-bytes: expected a byte count"),
+            std::string::npos);
   EXPECT_NE(testing::usage_error({"run", "cases", "--repro-max-bytes", "1G"}).find("goes with --repro-dir"),
             std::string::npos);
   EXPECT_NE(testing::usage_error({"run", "cases", "--repro-dir", small + "2", "--inputs", "x.safetensors"})

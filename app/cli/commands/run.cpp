@@ -167,12 +167,8 @@ CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArgument
   add_backend_options(command, common.backend);
   add_budget_options(command, common.budget);
   default_to_bundled_cases(command, args.paths);
-  command.after_parse([run, repro_max_bytes, &args] {
-    if (!repro_max_bytes->empty()) {
-      const std::optional<std::int64_t> bytes = parse_byte_size(*repro_max_bytes);
-      if (!bytes)
-        throw UsageError(fmt::format(
-            "--repro-max-bytes: expected a byte count such as 1073741824, 512M or 8G, got \"{}\"", *repro_max_bytes));
+  command.after_parse([repro_max_bytes, &args] {
+    if (const std::optional<std::int64_t> bytes = parse_byte_option("--repro-max-bytes", *repro_max_bytes)) {
       if (args.repro_dir.empty()) throw UsageError("--repro-max-bytes goes with --repro-dir");
       args.repro_max_bytes = *bytes;
     }
