@@ -20,7 +20,7 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "plugins")]
-import attnres_capture  # noqa: E402
+from attnres_check import capture as attnres_capture  # noqa: E402
 import attnres_python_test  # noqa: E402
 
 BINARY, DIRECTORY = sys.argv[1], pathlib.Path(sys.argv[2])

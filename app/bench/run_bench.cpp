@@ -29,7 +29,7 @@ std::unique_ptr<KernelEntry> kernel_under_test(const BackendOptions& options) {
   std::unique_ptr<KernelEntry> entry;
   try {
     entry = load_external_kernel(parse_kernel_spec(options.kernel),
-                                 {options.torch_library, options.signature, OperandPlace::cuda_device});
+                                 {options.torch_library, bridge_signature(options), OperandPlace::cuda_device});
   } catch (const KernelSpecError& e) {
     throw UsageError(e.what());
   } catch (const PluginError& e) {

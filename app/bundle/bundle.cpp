@@ -57,6 +57,7 @@ json environment(const Backend& backend, const BackendOptions& options) {
           {"host", fmt::format("{} {} {}", host.sysname, host.release, host.machine)},
           {"torch_library", options.torch_library},
           {"signature", options.signature},
+          {"arguments", options.arguments},
           {"profile", options.profile}};
 }
 
@@ -77,7 +78,10 @@ std::string backend_flags(const BackendOptions& backend) {
   if (backend.backend != "auto") flags += " --backend " + backend.backend;
   if (!backend.kernel.empty()) flags += " --kernel " + shell_word(backend.kernel);
   if (!backend.torch_library.empty()) flags += " --torch-library " + shell_word(backend.torch_library);
-  if (parse_kernel_spec(backend.kernel).takes_option("--signature")) flags += " --signature " + backend.signature;
+  if (parse_kernel_spec(backend.kernel).takes_option("--signature")) {
+    flags += " --signature " + backend.signature;
+    for (const std::string& argument : backend.arguments) flags += " --arg " + shell_word(argument);
+  }
   if (!backend.profile.empty()) flags += " --profile " + shell_word(backend.profile);
   if (backend.backend == "cpu") {
     flags += " --device-model " + shell_word(backend.device_model);
@@ -243,11 +247,12 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
                   with_binary(run_line), with_binary(replay_line)));
   fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add);
-  write_text(dir / "repro.py", repro_script());
+  write_text(dir / "repro.py", attnres_repro_script());
+  write_text(dir / "attnres_binding.py", attnres_binding_script());
   write_text(dir / "REPORT.md",
              report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
 
-  written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py"});
+  written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py", "attnres_binding.py"});
   out.text += fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),
                           printable(result.detail), printable(dir.string()), fmt::join(written, ", "));
   return result;

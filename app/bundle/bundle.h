@@ -17,7 +17,9 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
                               const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
                               CommandOutput& out, const CaseResult* ended_elsewhere = nullptr);
 
-// The standalone PyTorch script written into every bundle (app/bundle/repro.py).
-std::string repro_script();
-
 }  // namespace attnres
+
+// The standalone PyTorch script written into every bundle (app/bundle/repro.py), and the binding
+// it calls Python entry points with (python/attnres_check/binding.py), both compiled in.
+const char* attnres_repro_script();
+const char* attnres_binding_script();

@@ -21,9 +21,13 @@ import signal
 import subprocess
 import sys
 
-import torch
+import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # nothing written into the bundle: `repro --force` empties only its own files
+import attnres_binding  # noqa: E402  (beside this file in the bundle: how Python entry points are called)
+
 DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
           "I16": torch.int16, "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8, "I8": torch.int8}
 
@@ -202,19 +206,20 @@ def call_torch_op(overload, values):
 
 
 def call(function, style, case, t, output_stride):
-    """Calls `function` as `style` on the tensors `t` (modified in place) and returns the output."""
+    """Calls `function` on the tensors `t` (modified in place) and returns the output: a torch op
+    by its schema, a Python function as the signature text `style` binds it (attnres_binding)."""
     tokens, hidden = t["prefix"].shape
     out = torch.empty_strided((tokens, hidden), (output_stride, 1), dtype=torch.bfloat16, device=t["prefix"].device)
-    scalars = dict(num_blocks=case["num_blocks"], block_write_idx=case["block_write_idx"], eps=case["eps"],
-                   output_norm_eps=case["output_norm_eps"])
-    tensors = [t[n] for n in ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight")]
+    values = dict(t, output=out, num_blocks=case["num_blocks"], block_write_idx=case["block_write_idx"],
+                  eps=case["eps"], output_norm_eps=case["output_norm_eps"])
     if style == "torch-op":
-        return call_torch_op(function, dict(t, output=out, out=out, **scalars))
-    if style == "flashinfer":
-        function(*tensors, out=out, **scalars)
-        return out
-    return function(*tensors, scalars["num_blocks"], scalars["block_write_idx"], scalars["eps"],
-                    scalars["output_norm_eps"])
+        return call_torch_op(function, dict(values, out=out))
+    binding = attnres_binding.bind(function, style)
+    why = binding.cannot_express(values)
+    if why:
+        raise CannotExpress(why)
+    result = binding.call(values)
+    return out if binding.writes_output else result
 
 
 NAMES = ["prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight"]
@@ -251,6 +256,9 @@ def call_entry(spec, style, device, library):
         out = call(function, style, case, placed, output_stride)
         if device == "cuda":
             torch.cuda.synchronize()
+    except attnres_binding.BindingError as why:
+        print(f"{spec}: its parameters cannot be bound: {why}")
+        return 2
     except CannotExpress as why:
         print(f"{spec}: skipped ({why})")
         return 0
@@ -288,8 +296,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--call", action="append", default=[], metavar="SPEC",
                         help="also call torch-op:NS::OP or python:MODULE:FUNCTION (with --signature)")
-    parser.add_argument("--signature", choices=["vllm", "flashinfer"], default="vllm",
-                        help="how --call python:... functions are called")
+    parser.add_argument("--signature", choices=attnres_binding.SIGNATURES, default="auto",
+                        help="how --call python:... functions are called (auto: parameters bound by name)")
+    parser.add_argument("--arg", action="append", default=[], metavar="CONTRACT=PARAMETER",
+                        help="with --signature auto: bind a --call function's PARAMETER to the contract's CONTRACT")
     parser.add_argument("--timeout", type=float, default=900, metavar="SECONDS",
                         help="seconds each call may take before it is killed as a hang (default 900; 0: no limit)")
     parser.add_argument("--entry", nargs=4, metavar=("SPEC", "SIGNATURE", "DEVICE", "LIBRARY"), help=argparse.SUPPRESS)
@@ -322,11 +332,12 @@ def main():
         environment = json.load(f)
     # (spec, signature, device, torch library): the entry points users ship run on the GPU; the bundle's own
     # kernel runs where it ran when the bundle was made (the CPU backend passes it CPU tensors).
-    entries = [(spec, style, "cuda", "") for spec, style in ENTRY_POINTS + [(spec, args.signature) for spec in args.call]]
+    called_with = ";".join([args.signature] + args.arg)
+    entries = [(spec, style, "cuda", "") for spec, style in ENTRY_POINTS + [(spec, called_with) for spec in args.call]]
     if environment.get("kernel", "").startswith(("torch-op:", "python:")):
         device = "cpu" if environment.get("backend") == "cpu" else "cuda"
-        entries.append((environment["kernel"], environment.get("signature", "vllm"), device,
-                        environment.get("torch_library", "")))
+        made_with = ";".join([environment.get("signature", "auto")] + environment.get("arguments", []))
+        entries.append((environment["kernel"], made_with, device, environment.get("torch_library", "")))
     for spec, style, device, library in entries:
         # This process loads no kernel's code: each is imported and called in a process of its own.
         why_not = absent(spec, library)
@@ -343,7 +354,7 @@ def main():
             print(f"{spec}: still running after {args.timeout:g} s (--timeout); killed as a hang")
             ok = False
             continue
-        if called.returncode not in (0, 1):
+        if called.returncode not in (0, 1, 2):
             print(f"{spec}: the process calling it {how_it_ended(called.returncode)}; its stderr is above")
         ok = ok and called.returncode == 0
     return 0 if ok else 1

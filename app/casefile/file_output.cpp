@@ -205,10 +205,10 @@ DirectoryLock::~DirectoryLock() {
 }
 
 const std::vector<std::string>& bundle_file_names() {
-  static const std::vector<std::string> names{
-      kBundleMarker,        "REPORT.md",           "case.json",     "original-case.json",
-      "inputs.safetensors", "outputs.safetensors", "error-map.png", "environment.json",
-      "result.json",        "replay.sh",           "repro.py"};
+  static const std::vector<std::string> names{kBundleMarker,        "REPORT.md",          "case.json",
+                                              "original-case.json", "inputs.safetensors", "outputs.safetensors",
+                                              "error-map.png",      "environment.json",   "result.json",
+                                              "replay.sh",          "repro.py",           "attnres_binding.py"};
   return names;
 }
 

@@ -1,5 +1,7 @@
 #include "app/cli/options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -49,6 +51,23 @@ const CLI::Validator kPercent = number_in_full<double>("PERCENT", "a percentage 
 // absolute so that a bundle's replay.sh and environment.json name the same file from elsewhere.
 std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
 
+bool python_identifier(const std::string& text) {
+  return !text.empty() && !std::isdigit(static_cast<unsigned char>(text[0])) &&
+         std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+// Each --arg is CONTRACT=PARAMETER, both identifiers; which names the contract has, and whether
+// the function has the parameter, the binding says when the kernel is opened.
+void check_contract_arguments(const std::vector<std::string>& arguments) {
+  for (const std::string& argument : arguments) {
+    const std::size_t equals = argument.find('=');
+    if (equals == std::string::npos || !python_identifier(argument.substr(0, equals)) ||
+        !python_identifier(argument.substr(equals + 1)))
+      throw UsageError(
+          fmt::format("--arg: expected CONTRACT=PARAMETER (e.g. prefix=prefix_sum), got \"{}\"", argument));
+  }
+}
+
 // The kernel options checked against each other once parsed.
 void check_kernel_options(BackendOptions& options) {
   KernelSpec kernel;
@@ -59,6 +78,13 @@ void check_kernel_options(BackendOptions& options) {
   }
   if (!options.torch_library.empty() && !kernel.takes_option("--torch-library"))
     throw UsageError("--torch-library goes with --kernel " + kernel_form_taking("--torch-library"));
+  if (options.signature != "auto" && !kernel.takes_option("--signature"))
+    throw UsageError("--signature goes with --kernel " + kernel_form_taking("--signature"));
+  if (!options.arguments.empty() && !kernel.takes_option("--arg"))
+    throw UsageError("--arg goes with --kernel " + kernel_form_taking("--arg"));
+  if (!options.arguments.empty() && options.signature != "auto")
+    throw UsageError("--arg binds parameters by name: it goes with --signature auto, not " + options.signature);
+  check_contract_arguments(options.arguments);
   if (!options.profile.empty() && !kernel.external())
     throw UsageError(
         "--profile goes with an external --kernel (so:, torch-op: or python:); the built-in kernels declare their own");
@@ -104,10 +130,16 @@ void add_kernel_options(CommandOptions& command, BackendOptions& options) {
                   "with --kernel torch-op:...: the shared library that registers the op, loaded first "
                   "(e.g. vllm/_C.abi3.so)");
   app->add_option("--signature", options.signature,
-                  "with --kernel python:...: vllm (positional arguments, returns the output) or flashinfer "
-                  "(keyword scalars, writes a caller-owned out=)")
-      ->check(CLI::IsMember({"vllm", "flashinfer"}))
+                  "with --kernel python:...: auto (its parameters bound by name to the contract's names, the "
+                  "common aliases and --arg), vllm (ten positional arguments, returns the output) or flashinfer "
+                  "(six positional tensors, keyword scalars, writes a caller-owned out=)")
+      ->check(CLI::IsMember({"auto", "vllm", "flashinfer"}))
       ->capture_default_str();
+  app->add_option("--arg", options.arguments,
+                  "with --kernel python:... (repeatable): CONTRACT=PARAMETER binds the function's PARAMETER to "
+                  "the contract's CONTRACT (prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, "
+                  "num_blocks, block_write_idx, eps, output_norm_eps, output), e.g. --arg prefix=prefix_sum")
+      ->type_name("CONTRACT=PARAMETER");
   app->add_option("--profile", options.profile,
                   "with an external --kernel: what it declares it refuses, a preset (vllm-op: must refuse rows "
                   "that are not densely packed with the op's exact message; vllm-dispatch, flashinfer: computes "

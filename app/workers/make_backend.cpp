@@ -48,7 +48,7 @@ std::unique_ptr<Backend> with_kernel(std::unique_ptr<Backend> backend, const Bac
                     "torch-op:NAMESPACE::OP, python:MODULE:FUNCTION)",
                     kernel, fmt::join(backend->kernels().names(), ", ")));
   try {
-    ExternalKernelOptions external{options.torch_library, options.signature, backend->operand_place()};
+    ExternalKernelOptions external{options.torch_library, bridge_signature(options), backend->operand_place()};
     if (!options.profile.empty()) external.preconditions = load_kernel_profile(options.profile);
     backend->add_kernel(load_external_kernel(spec, external));
   } catch (const PluginError& e) {

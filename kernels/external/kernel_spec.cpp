@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 namespace attnres {
 
 namespace {
@@ -14,7 +17,7 @@ struct BridgePrefix {
   const char* form;                                // said where the target is malformed
   bool (*well_formed)(const std::string& target);  // the target after the prefix
   const char* build_requirement;                   // what CMake must find to build the bridge
-  const char* option;                              // the command-line option only this bridge takes
+  std::array<const char*, 2> options;              // the command-line options only this bridge takes
 };
 
 bool torch_op_target(const std::string& target) {
@@ -28,11 +31,18 @@ bool python_target(const std::string& target) {
 }
 
 constexpr BridgePrefix kBridges[] = {
-    {"torch-op:", "torch", "torch-op:NAMESPACE::OP", torch_op_target,
+    {"torch-op:",
+     "torch",
+     "torch-op:NAMESPACE::OP",
+     torch_op_target,
      "Torch (-DCMAKE_PREFIX_PATH=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'))",
-     "--torch-library"},
-    {"python:", "python", "python:MODULE:FUNCTION", python_target, "Python 3 with its development files (python3-dev)",
-     "--signature"},
+     {"--torch-library", nullptr}},
+    {"python:",
+     "python",
+     "python:MODULE:FUNCTION",
+     python_target,
+     "Python 3 with its development files (python3-dev)",
+     {"--signature", "--arg"}},
 };
 
 bool starts_with(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
@@ -96,12 +106,14 @@ bool is_external_kernel(const std::string& text) {
 
 bool KernelSpec::takes_option(const std::string& option) const {
   const BridgePrefix* prefix = kind == Kind::bridge ? bridge_named(bridge) : nullptr;
-  return prefix && option == prefix->option;
+  return prefix && std::any_of(prefix->options.begin(), prefix->options.end(),
+                               [&](const char* own) { return own && option == own; });
 }
 
 std::string kernel_form_taking(const std::string& option) {
   for (const BridgePrefix& bridge : kBridges)
-    if (option == bridge.option) return bridge.form;
+    for (const char* own : bridge.options)
+      if (own && option == own) return bridge.form;
   return "";
 }
 

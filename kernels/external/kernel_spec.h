@@ -24,7 +24,7 @@ struct KernelSpec {
   std::string target;   // bridge: what it calls ("NS::OP[.OVERLOAD]", "MODULE:FUNCTION")
 
   bool external() const { return kind != Kind::builtin; }
-  // Whether `option` ("--torch-library", "--signature") is the option of this kernel's bridge.
+  // Whether `option` ("--torch-library", "--signature", "--arg") is an option of this kernel's bridge.
   bool takes_option(const std::string& option) const;
   std::string to_string() const;  // the --kernel text; parse_kernel_spec(s.to_string()) gives s
 };

@@ -20,7 +20,7 @@ class PluginError : public std::runtime_error {
 
 struct ExternalKernelOptions {
   std::string torch_library;                // torch-op: the library that registers the op
-  std::string signature = "vllm";           // python: vllm | flashinfer
+  std::string signature = "auto";           // python: auto | vllm | flashinfer, then ;CONTRACT=PARAMETER each
   OperandPlace place = OperandPlace::host;  // where the backend keeps its tensors (bridges follow it)
   // What the kernel declares it refuses (--profile); by default nothing: every case must be computed.
   KernelPreconditions preconditions{"no --profile: every case must be computed", {}};

@@ -104,7 +104,7 @@ TEST(Repro, BundleHoldsEverythingToReplay) {
   EXPECT_EQ(out.exit_code, kExitUnmet);  // the unguarded kernel ran although a rejection was expected
   EXPECT_NE(out.text.find("bug: not-rejected"), std::string::npos) << out.text;
   for (const char* f : {"REPORT.md", "case.json", "inputs.safetensors", "outputs.safetensors", "environment.json",
-                        "result.json", "replay.sh", "repro.py"})
+                        "result.json", "replay.sh", "repro.py", "attnres_binding.py"})
     EXPECT_TRUE(fs::exists(bundle / f)) << f;
 
   const std::string report = read_file(bundle / "REPORT.md");

@@ -153,6 +153,27 @@ class ReproScript(unittest.TestCase):
                                                      "python:attnres_python_test:attn_res_eager")
 
     @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
+    def test_the_bundles_own_python_kernel_is_called_with_the_runs_binding(self):
+        """A signature bound by --arg alone (positional-only, keyword-only, a caller-owned y): the
+        bundle records the binding, and repro.py calls the function again with it."""
+        binding = ["prefix=x", "blocks=stack", "norm_weight=gamma", "qk_weight=w", "eps=epsilon", "delta=dx",
+                   "num_blocks=n_used", "block_write_idx=slot", "output_norm_weight=gamma_out",
+                   "output_norm_eps=epsilon_out", "output=y"]
+        spec = "python:attnres_python_test:fused_depth_mix"
+        with tempfile.TemporaryDirectory() as work:
+            out = pathlib.Path(work) / "bundle"
+            arguments = [word for pair in binding for word in ("--arg", pair)]
+            result = bundle(out, str(padded_prefix_case(work, block_write_idx=2)), "--kernel", spec, *arguments)
+            self.assertEqual(result["disposition"], "passed")
+            self.assertEqual(json.loads((out / "environment.json").read_text())["arguments"], binding)
+            ran = repro_py(out)
+            self.assertEqual(ran.returncode, 0, ran.stdout + exit_and_stderr(ran))
+            _, mismatched, total = verdict_line(ran.stdout, f"{spec} vs PyTorch float64")
+            self.assertEqual((mismatched, total), (0, 192))
+            self.assertIn(contract_line(spec), ran.stdout, exit_and_stderr(ran))
+            self.assertFalse((out / "__pycache__").exists())  # repro.py writes nothing into its bundle
+
+    @unittest.skipUnless(HAVE_PYTHON_BRIDGE, "the Python bridge is not built")
     def test_a_kernel_that_kills_its_process_costs_only_its_own_line(self):
         with tempfile.TemporaryDirectory() as work:
             out = pathlib.Path(work) / "bundle"

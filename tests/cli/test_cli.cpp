@@ -97,6 +97,8 @@ TEST(Cli, ABridgesOwnOptionGoesWithItsKernel) {
   EXPECT_TRUE(parse_kernel_spec("torch-op:a::b").takes_option("--torch-library"));
   EXPECT_FALSE(parse_kernel_spec("torch-op:a::b").takes_option("--signature"));
   EXPECT_TRUE(parse_kernel_spec("python:m:f").takes_option("--signature"));
+  EXPECT_TRUE(parse_kernel_spec("python:m:f").takes_option("--arg"));
+  EXPECT_FALSE(parse_kernel_spec("torch-op:a::b").takes_option("--arg"));
   EXPECT_FALSE(parse_kernel_spec("so:/k.so").takes_option("--signature"));
   EXPECT_FALSE(parse_kernel_spec("native").takes_option("--torch-library"));
 }

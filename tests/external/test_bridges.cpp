@@ -178,7 +178,7 @@ TEST_F(PythonBridge, ExploreJudgesOrExplainsEveryTrial) {
   EXPECT_EQ(out.exit_code, kExitOk) << out.text << out.notes;
   EXPECT_NE(out.text.find("30 trials, nothing went wrong: 30 passed"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("skipped"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("the vllm signature returns a fresh output"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("the function returns a fresh output"), std::string::npos) << out.text;
 }
 
 TEST_F(PythonBridge, FlashInfersSignatureSeesTheCallersOutput) {
@@ -255,10 +255,101 @@ TEST_F(PythonBridge, ReproBundlesAndInfoFollowTheBridgedKernel) {
   const json environment = json::parse(read_file(bundle / "environment.json"));
   EXPECT_EQ(environment["kernel"], kernel);
   EXPECT_EQ(environment["signature"], "flashinfer");
-  // info says, case by case, what the vllm signature cannot express.
+  // info says, case by case, what a signature that returns its output cannot express.
   const CommandOutput info = run_cli(
       {"info", testing::source_path("cases/guard.json"), "--backend", "cpu", "--kernel", function("attn_res_eager")});
-  EXPECT_NE(info.text.find("the vllm signature returns a fresh output"), std::string::npos) << info.text;
+  EXPECT_NE(info.text.find("the function returns a fresh output"), std::string::npos) << info.text;
+}
+
+// A third-party entry point with the contract's operands under other names, in another order and
+// with defaults is gated as it is: the aliases bind it, and so does --arg.
+TEST_F(PythonBridge, AThirdPartySignatureIsBoundByName) {
+  const std::vector<std::string> cases = {testing::source_path("cases/guard.json"),
+                                          testing::source_path("cases/layouts.json"), "--profile", "vllm-dispatch"};
+  for (const std::vector<std::string>& binding :
+       {std::vector<std::string>{},
+        {"--arg", "prefix=prefix_sum", "--arg", "blocks=block_residual", "--arg", "qk_weight=projection_weight"}}) {
+    std::vector<std::string> args = {"run", "--kernel", function("kimi_k3_attn_res")};
+    args.insert(args.end(), cases.begin(), cases.end());
+    args.insert(args.end(), binding.begin(), binding.end());
+    const json r = run(args, kExitOk);
+    EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 10);
+    EXPECT_EQ(r["summary"]["by_disposition"]["skipped"], 2);
+    EXPECT_EQ(find(r, "seed-repro-prefix-stride-7175")["disposition"], "passed");
+    // It returns its output: a padded output cannot be handed to it.
+    EXPECT_EQ(find(r, "guard-output-stride")["disposition"], "skipped");
+  }
+  // The same signature with the seed bug is caught.
+  const json bug = run({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
+                        function("kimi_k3_attn_res_hardcoded"), "--profile", "vllm-dispatch"},
+                       kExitUnmet);
+  EXPECT_GT(bug["cases"][0]["comparison"]["mismatched"].get<std::int64_t>(), 1000000);
+}
+
+// Names no alias knows, positional-only and keyword-only parameters and a caller-owned output
+// named y: bound by --arg alone, every layout computed, the padded output written in place.
+TEST_F(PythonBridge, ArgNamesEveryParameterOfAnUnfamiliarSignature) {
+  const json r = run({"run",       testing::source_path("cases/guard.json"),
+                      "--kernel",  function("fused_depth_mix"),
+                      "--profile", "flashinfer",
+                      "--arg",     "prefix=x",
+                      "--arg",     "blocks=stack",
+                      "--arg",     "norm_weight=gamma",
+                      "--arg",     "qk_weight=w",
+                      "--arg",     "eps=epsilon",
+                      "--arg",     "delta=dx",
+                      "--arg",     "num_blocks=n_used",
+                      "--arg",     "block_write_idx=slot",
+                      "--arg",     "output_norm_weight=gamma_out",
+                      "--arg",     "output_norm_eps=epsilon_out",
+                      "--arg",     "output=y"},
+                     kExitOk);
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], 5);
+  EXPECT_EQ(find(r, "guard-output-stride")["comparison"]["mismatched"], 0);
+}
+
+// What a signature has no parameter for is said case by case: cases with delta, an output norm or
+// a block write are skipped with the reason, the others judged.
+TEST_F(PythonBridge, CasesASignatureCannotTakeAreSkippedWithTheParameterItLacks) {
+  const json r = run({"run", testing::source_path("cases/public.json"), "--kernel", function("attn_res_without_delta"),
+                      "--profile", "vllm-dispatch"},
+                     kExitOk);
+  EXPECT_GT(r["summary"]["by_disposition"]["passed"], 0);
+  EXPECT_GT(r["summary"]["by_disposition"]["skipped"], 0);
+  for (const json& c : r["cases"]) {
+    if (c["disposition"] != "skipped") continue;
+    const std::string detail = c["detail"];
+    EXPECT_TRUE(detail.find("the function has no parameter for") != std::string::npos ||
+                detail.find("returns a fresh output") != std::string::npos)
+        << c["name"] << ": " << detail;
+  }
+}
+
+// A parameter that cannot be bound is a usage error (exit 2) that names it.
+TEST_F(PythonBridge, AParameterThatCannotBeBoundIsAUsageErrorNamingIt) {
+  const std::string guard = testing::source_path("cases/guard.json");
+  const std::string mix = function("fused_depth_mix");
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--kernel", mix}, "parameter 'x' binds to no operand of the AttnRes contract"},
+           {{"--kernel", mix, "--arg", "prefix=nope"}, "--arg prefix=nope: the function has no parameter 'nope'"},
+           {{"--kernel", mix, "--arg", "bogus=x"}, "bogus is not part of the AttnRes contract"},
+           {{"--kernel", mix, "--arg", "prefix"}, "--arg: expected CONTRACT=PARAMETER"},
+           {{"--kernel", mix, "--arg", "prefix=x;eps=w"}, "--arg: expected CONTRACT=PARAMETER"},
+           {{"--kernel", function("attn_res_eager"), "--signature", "vllm", "--arg", "prefix=prefix"},
+            "--arg binds parameters by name: it goes with --signature auto, not vllm"},
+           {{"--kernel", "native", "--arg", "prefix=x"}, "--arg goes with --kernel python:MODULE:FUNCTION"},
+           {{"--kernel", "native", "--signature", "flashinfer"},
+            "--signature goes with --kernel python:MODULE:FUNCTION"},
+       }) {
+    std::vector<std::string> command = {"run", guard, "--backend", "cpu"};
+    command.insert(command.end(), args.begin(), args.end());
+    try {
+      run_cli(command);
+      ADD_FAILURE() << "no usage error for " << args[1];
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
 }
 
 // On the GPU (ctest label gpu).

@@ -17,6 +17,13 @@ vLLM's signature (positional, returns the output):
   attn_res_hangs            never returns, as a kernel stuck on a barrier
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager on every stride, the output's too (as FlashInfer's API)
+Other signatures, bound by name (--signature auto):
+  kimi_k3_attn_res          a third-party entry point: the contract's operands under other names
+                            (prefix_sum, block_residual, projection_weight), in another order,
+                            optional ones with defaults; torch eager on every stride
+  kimi_k3_attn_res_hardcoded  the same signature with the seed bug
+  fused_depth_mix           names no alias knows (x, stack, ...): bound only with --arg
+  attn_res_without_delta    has no delta, block_write_idx or output norm: such cases are skipped
 """
 import os
 import signal
@@ -77,6 +84,30 @@ def attn_res_flashinfer(prefix, delta, blocks, norm_weight, qk_weight, output_no
                         block_write_idx, eps, output_norm_eps, out):
     out.copy_(_contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
                         eps, output_norm_eps))
+
+
+def kimi_k3_attn_res(prefix_sum, block_residual, norm_weight, projection_weight, eps, output_norm_weight=None,
+                     output_norm_eps=None, delta=None, num_blocks=None, block_write_idx=-1):
+    num_blocks = block_residual.shape[1] if num_blocks is None else num_blocks
+    return _contract(prefix_sum, delta, block_residual, norm_weight, projection_weight, output_norm_weight, num_blocks,
+                     block_write_idx, eps, output_norm_eps)
+
+
+def kimi_k3_attn_res_hardcoded(prefix_sum, block_residual, norm_weight, projection_weight, eps,
+                               output_norm_weight=None, output_norm_eps=None, delta=None, num_blocks=None,
+                               block_write_idx=-1):
+    return attn_res_eager_hardcoded(prefix_sum, delta, block_residual, norm_weight, projection_weight,
+                                    output_norm_weight, block_residual.shape[1] if num_blocks is None else num_blocks,
+                                    block_write_idx, eps, output_norm_eps)
+
+
+def fused_depth_mix(x, stack, gamma, w, epsilon, /, dx=None, *, n_used, slot=-1, gamma_out=None, epsilon_out=1e-6,
+                    y):
+    y.copy_(_contract(x, dx, stack, gamma, w, gamma_out, n_used, slot, epsilon, epsilon_out))
+
+
+def attn_res_without_delta(prefix, blocks, norm_weight, qk_weight, num_blocks, eps):
+    return _contract(prefix, None, blocks, norm_weight, qk_weight, None, num_blocks, -1, eps, 0.0)
 
 
 def attn_res_wrong_dtype(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,

@@ -1,4 +1,4 @@
-"""Tests of python/attnres_capture.py without a GPU: the case-file writer and the dedupe logic on
+"""Tests of python/attnres_check/capture.py without a GPU: the case-file writer and the dedupe logic on
 plain objects that carry shape and strides; the files are read back by attnres-check itself; and,
 where torch is importable, captured tensors replay bit for bit (checksums against the originals).
 
@@ -16,7 +16,8 @@ from contextlib import redirect_stderr
 
 BINARY, SOURCE = sys.argv[1], pathlib.Path(sys.argv[2])
 sys.path.insert(0, str(SOURCE / "python"))
-import attnres_capture  # noqa: E402
+from attnres_check import binding  # noqa: E402
+from attnres_check import capture as attnres_capture  # noqa: E402
 
 MESSAGE = "Kimi K3 AttnRes requires densely packed rows; got strides {}, {}, {} for hidden_size {}"
 
@@ -123,13 +124,39 @@ class CaptureWriter(unittest.TestCase):
         self.assertEqual(case["tensors"]["output"], {"stride": [72, 1], "storage_offset": 16})
         self.assertEqual(case["output_norm_eps"], 0.0)
 
+    def test_any_signature_it_can_bind_is_captured_by_name(self):
+        def third_party(prefix_sum, block_residual, norm_weight, projection_weight, eps, output_norm_weight=None,
+                        output_norm_eps=None, delta=None, num_blocks=None, block_write_idx=-1):
+            return "ran"
+
+        wrapped = attnres_capture.wrap(third_party, self.path)
+        prefix, blocks, weight = FakeTensor((4, 64), (80, 1)), FakeTensor((4, 3, 64)), FakeTensor((64,))
+        self.assertEqual(wrapped(prefix, blocks, weight, weight, 1e-5, delta=FakeTensor((4, 64)), num_blocks=2), "ran")
+        # The same call by keyword and in another order is the same case.
+        wrapped(block_residual=blocks, prefix_sum=prefix, norm_weight=weight, projection_weight=weight, eps=1e-5,
+                num_blocks=2, delta=FakeTensor((4, 64)))
+        wrapped.attnres_capture.flush()
+        (case,) = self.cases().values()
+        self.assertIn("seen 2 times", case["description"])
+        self.assertEqual(case["tensors"]["prefix"], {"stride": [80, 1]})
+        self.assertEqual((case["num_blocks"], case["block_write_idx"], case["has_delta"], case["has_output_norm"]),
+                         (2, -1, True, False))
+        # What a signature cannot bind is said when it is wrapped, naming the parameter.
+        with self.assertRaisesRegex(binding.BindingError, "parameter 'x' binds to no operand"):
+            attnres_capture.wrap(lambda x, blocks, norm_weight, qk_weight, eps: None, self.path)
+        renamed = attnres_capture.wrap(lambda x, blocks, norm_weight, qk_weight, eps: None, self.path,
+                                       signature="auto;prefix=x")
+        renamed(FakeTensor((2, 64)), FakeTensor((2, 1, 64)), weight, weight, 1e-6)
+        renamed.attnres_capture.flush()
+        self.assertEqual(len(self.cases()), 2)
+
     def test_a_failure_to_capture_never_reaches_the_caller(self):
         wrapped = attnres_capture.wrap(lambda *args: "ran", self.path)
         stderr = io.StringIO()
         with redirect_stderr(stderr):
             self.assertEqual(wrapped("not a tensor", None, None, None, None, None, 0, -1, 1e-5, 1e-5), "ran")
             self.assertEqual(wrapped(1, 2, 3), "ran")  # too few arguments for the signature: still called
-        self.assertEqual(stderr.getvalue().count("attnres_capture: capturing stopped"), 1)
+        self.assertEqual(stderr.getvalue().count("attnres_check.capture: capturing stopped"), 1)
         self.assertEqual(self.cases(), {})
 
     def test_limits_keep_it_from_filling_a_disk(self):
@@ -173,7 +200,7 @@ class CaptureFromTheEnvironment(unittest.TestCase):
                 "    def storage_offset(self): return 0\n"
                 "def attn_res(*args): return 'out'\n")
             captured = pathlib.Path(work) / "captured"
-            script = ("import attnres_capture\n"
+            script = ("import attnres_check.capture\n"
                       "from fake_engine import attn_res, T\n"
                       "for _ in range(5): assert attn_res(T(3, 64), None, T(3, 2, 64), T(64), T(64), None, 1, -1, 1e-5, 0.0) == 'out'\n")
             env = dict(os.environ, ATTNRES_CAPTURE_DIR=str(captured), ATTNRES_CAPTURE_TARGETS="fake_engine:attn_res",
@@ -217,7 +244,7 @@ class CaptureTensors(unittest.TestCase):
 
         with tempfile.TemporaryDirectory() as work:
             capture = attnres_capture.Capture(work, tensors=True)
-            wrapped = attnres_capture.wrap(overwrites_prefix, capture=capture)
+            wrapped = attnres_capture.wrap(overwrites_prefix, capture=capture, signature="vllm")
             wrapped(prefix, delta, blocks, *weights, 2, -1, 1e-5, 1e-5)
             (case_file,) = pathlib.Path(work).glob("*.json")
             inputs = case_file.with_name(case_file.stem + ".inputs.safetensors")

@@ -1,6 +1,7 @@
-// The Python bridge: `--kernel python:MODULE:FUNCTION [--signature vllm|flashinfer]` calls a
-// Python function (vLLM's dispatch attn_res, FlashInfer's kimi_k3_attn_res, a Triton kernel of
-// your own) in an embedded interpreter. Operands cross as DLPack capsules that torch turns into
+// The Python bridge: `--kernel python:MODULE:FUNCTION [--signature auto|vllm|flashinfer] [--arg
+// CONTRACT=PARAMETER ...]` calls a Python function (vLLM's dispatch attn_res, FlashInfer's
+// kimi_k3_attn_res, a Triton kernel of your own), its parameters bound to the contract by name,
+// in an embedded interpreter. Operands cross as DLPack capsules that torch turns into
 // tensors with the tool's real strides. Built only where CMake finds Python's development files;
 // the tool loads it with dlopen.
 #define PY_SSIZE_T_CLEAN
@@ -8,15 +9,20 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "kernels/external/bridge_abi.h"
 #include "kernels/external/bridge_text.h"
+
+// The binding of the function's parameters to the contract: python/attnres_check/binding.py,
+// compiled in (cmake/EmbedPython.cmake) so that the bridge needs nothing installed beside torch.
+const char* attnres_binding_script();
 
 namespace {
 
 using attnres::bridge::copy_text;
 
-// The glue: capsules to tensors, the call in the named signature, the result checked.
+// The glue: the binding made, capsules to tensors, the call, the result checked.
 constexpr const char* kGlue = R"PY(
 import torch
 import torch.utils.dlpack
@@ -26,15 +32,23 @@ class WrongResult(Exception):
     """The function ran, but what it returned cannot be the output."""
 
 
-def call(function, signature, capsules, num_blocks, block_write_idx, eps, output_norm_eps):
-    prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, output = [
-        None if c is None else torch.utils.dlpack.from_dlpack(c) for c in capsules]
-    if signature == "flashinfer":
-        function(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks=num_blocks,
-                 block_write_idx=block_write_idx, eps=eps, output_norm_eps=output_norm_eps, out=output)
+def bind_or_why(function, signature):
+    """(the Binding, its limits) or (None, why it cannot be bound)."""
+    try:
+        binding = bind(function, signature)
+    except BindingError as error:
+        return None, str(error)
+    return binding, binding.limits()
+
+
+def call(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps):
+    names = ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight", "output")
+    values = {name: None if c is None else torch.utils.dlpack.from_dlpack(c) for name, c in zip(names, capsules)}
+    values.update(num_blocks=num_blocks, block_write_idx=block_write_idx, eps=eps, output_norm_eps=output_norm_eps)
+    output = values["output"]
+    result = binding.call(values)
+    if binding.writes_output:
         return
-    result = function(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
-                      block_write_idx, eps, output_norm_eps)
     if not isinstance(result, torch.Tensor):
         raise WrongResult(f"returned {type(result).__name__}, not a torch.Tensor")
     if tuple(result.shape) != tuple(output.shape) or result.dtype != torch.bfloat16 or result.device != output.device:
@@ -47,10 +61,14 @@ def cuda_unavailable():
     return None if torch.cuda.is_available() else f"torch {torch.__version__} in this Python cannot use CUDA"
 )PY";
 
+// What the binding cannot express (binding.py's Binding.limits), each with its reason.
+struct BindingLimits {
+  std::string delta, output_norm, block_write, partial_blocks, padded_output;
+};
+
 struct PythonKernel {
-  std::string target;
-  std::string signature;
-  PyObject* function = nullptr;
+  PyObject* binding = nullptr;
+  BindingLimits limits;
   PyObject* glue_call = nullptr;
   PyObject* wrong_result = nullptr;
   std::string unusable;  // why no case can run on it, when none can
@@ -180,15 +198,20 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
   PyObject* globals = PyModule_GetDict(glue);
   if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) != 0)
     return fail("cannot set up the glue module");
-  PyObject* ran = PyRun_String(kGlue, Py_file_input, globals, globals);
+  PyObject* ran = PyRun_String(attnres_binding_script(), Py_file_input, globals, globals);
+  if (!ran) return fail("cannot load the binding module");
+  Py_DECREF(ran);
+  ran = PyRun_String(kGlue, Py_file_input, globals, globals);
   if (!ran) return fail("the Python bridge needs torch in " + interpreter());
   Py_DECREF(ran);
   // Borrowed from the glue module, which lives as long as the interpreter.
   PyObject* const glue_call = PyDict_GetItemString(globals, "call");
   PyObject* const wrong_result = PyDict_GetItemString(globals, "WrongResult");
   PyObject* const cuda_unavailable = PyDict_GetItemString(globals, "cuda_unavailable");
-  if (!glue_call || !wrong_result || !cuda_unavailable) {
-    copy_text(report->message, report->message_capacity, "the glue module lacks call, WrongResult or cuda_unavailable");
+  PyObject* const bind_or_why = PyDict_GetItemString(globals, "bind_or_why");
+  if (!glue_call || !wrong_result || !cuda_unavailable || !bind_or_why) {
+    copy_text(report->message, report->message_capacity,
+              "the glue module lacks call, WrongResult, cuda_unavailable or bind_or_why");
     return nullptr;
   }
   PyObject* module = PyImport_ImportModule(module_name.c_str());
@@ -201,10 +224,27 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
     copy_text(report->message, report->message_capacity, module_name + "." + function_name + " is not callable");
     return nullptr;
   }
+  PyObject* bound = PyObject_CallFunction(bind_or_why, "Os", function, signature);
+  Py_DECREF(function);
+  if (!bound) return fail("cannot bind " + module_name + "." + function_name);
+  // (binding, limits) or (None, why): a binding error is the user's to fix, said without a traceback.
+  PyObject* binding = PyTuple_Check(bound) && PyTuple_Size(bound) == 2 ? PyTuple_GetItem(bound, 0) : nullptr;
+  PyObject* limits = binding ? PyTuple_GetItem(bound, 1) : nullptr;
+  if (!binding || binding == Py_None || !PyDict_Check(limits)) {
+    copy_text(report->message, report->message_capacity, limits ? text_of(limits) : "bind_or_why returned no pair");
+    Py_DECREF(bound);
+    return nullptr;
+  }
   auto* kernel = new PythonKernel;
-  kernel->target = spec;
-  kernel->signature = signature;
-  kernel->function = function;
+  auto limit = [&](const char* name) {
+    PyObject* reason = PyDict_GetItemString(limits, name);  // borrowed
+    return reason ? text_of(reason) : std::string();
+  };
+  kernel->limits = {limit("delta"), limit("output_norm"), limit("block_write"), limit("partial_blocks"),
+                    limit("padded_output")};
+  kernel->binding = binding;
+  Py_INCREF(kernel->binding);
+  Py_DECREF(bound);
   kernel->glue_call = glue_call;
   kernel->wrong_result = wrong_result;
   Py_INCREF(kernel->glue_call);
@@ -228,11 +268,19 @@ int cannot_implement(void* handle, const AttnResKernelCall* call, char* reason, 
     copy_text(reason, capacity, kernel.unusable);
     return ATTNRES_BRIDGE_UNUSABLE;
   }
-  if (kernel.signature == "vllm" && call->output->strides[0] != call->output->shape[1]) {
-    copy_text(reason, capacity,
-              "the vllm signature returns a fresh output: a case with a padded output row stride cannot be expressed");
-    return ATTNRES_BRIDGE_INEXPRESSIBLE;
-  }
+  // In the order of binding.py's Binding.cannot_express: the first that holds is the reason.
+  const BindingLimits& limits = kernel.limits;
+  const std::pair<bool, const std::string&> facts[] = {
+      {call->delta != nullptr, limits.delta},
+      {call->output_norm_weight != nullptr, limits.output_norm},
+      {call->block_write_idx >= 0, limits.block_write},
+      {call->num_blocks != call->blocks->shape[1], limits.partial_blocks},
+      {call->output->strides[0] != call->output->shape[1], limits.padded_output}};
+  for (const auto& [holds, why] : facts)
+    if (holds && !why.empty()) {
+      copy_text(reason, capacity, why);
+      return ATTNRES_BRIDGE_INEXPRESSIBLE;
+    }
   return 0;
 }
 
@@ -289,7 +337,7 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
     if (built) PyTuple_SET_ITEM(capsules, i, capsule);  // steals the reference
   }
   PyObject* result =
-      built ? PyObject_CallFunction(kernel.glue_call, "OsOLLdd", kernel.function, kernel.signature.c_str(), capsules,
+      built ? PyObject_CallFunction(kernel.glue_call, "OOLLdd", kernel.binding, capsules,
                                     static_cast<long long>(call->num_blocks),
                                     static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps)
             : nullptr;

@@ -1,13 +1,16 @@
 """Capture a serving engine's AttnRes calls as attnres-check case files (and, on request, tensors).
 
-    import attnres_capture
-    attnres_capture.install("vllm.models.kimi_k3.nvidia.ops.attn_res", "attn_res", "/tmp/capture")
+    from attnres_check import capture
+    capture.install("vllm.models.kimi_k3.nvidia.ops.attn_res", "attn_res", "/tmp/capture")
 
 or, before the engine starts, ATTNRES_CAPTURE_DIR=/tmp/capture with this module imported early
-(`python -c 'import attnres_capture, runpy; ...'`, a sitecustomize.py, or PYTHONPATH plus an
-import in the launcher): it then wraps the entry points in ATTNRES_CAPTURE_TARGETS
-("module:function:signature,...", default vLLM's Python dispatch and FlashInfer's API) as soon
-as their modules are imported.
+(`python -c 'import attnres_check.capture, runpy; ...'`, a sitecustomize.py, or an import in the
+launcher): it then wraps the entry points in ATTNRES_CAPTURE_TARGETS ("module:function:signature,...",
+default vLLM's Python dispatch and FlashInfer's API) as soon as their modules are imported.
+
+Any signature attnres_check.binding can bind is captured: `signature` is auto (parameters bound by
+name, with `arguments` as --arg gives them), vllm or flashinfer; in ATTNRES_CAPTURE_TARGETS it is
+the signature text the tool uses ("auto;prefix=prefix_sum").
 
 For each distinct call signature (every shape, stride, storage offset and dtype, num_blocks,
 block_write_idx, eps values, whether delta and the output norm are given, the device and its
@@ -25,7 +28,8 @@ caller: a failure to capture is reported once on stderr and the call goes on. Li
 ATTNRES_CAPTURE_MAX_FILES distinct signatures (default 1000; later ones are counted, not
 written) and ATTNRES_CAPTURE_MAX_BYTES of tensor files (default 4 GiB).
 
-No dependency beyond the standard library: tensors are read through their own methods
+A function without num_blocks, block_write_idx or output_norm_eps is captured with all its blocks,
+no block write and eps. No dependency beyond the standard library: tensors are read through their own methods
 (shape, stride(), storage_offset(), dtype, device), and only to save tensors does it use torch
 (and numpy, where installed, for speed).
 """
@@ -42,12 +46,10 @@ import struct
 import sys
 import threading
 
+from .binding import Binding, parse_signature
+
 __all__ = ["install", "wrap", "Capture", "call_signature", "case_for"]
 
-VLLM_PARAMETERS = ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight", "num_blocks",
-                   "block_write_idx", "eps", "output_norm_eps")
-# FlashInfer's: the same tensors, then keyword scalars and a caller-owned `out`.
-FLASHINFER_PARAMETERS = VLLM_PARAMETERS + ("out",)
 INPUTS = ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight")
 DEFAULT_TARGETS = ("vllm.models.kimi_k3.nvidia.ops.attn_res:attn_res:vllm,"
                    "flashinfer.kimi_k3_attn_res:kimi_k3_attn_res:flashinfer")
@@ -72,43 +74,35 @@ def _capability(tensor):
     return f"sm_{major}{minor}"
 
 
-def _bind(signature, args, kwargs):
-    names = VLLM_PARAMETERS if signature == "vllm" else FLASHINFER_PARAMETERS
-    if len(args) > len(names):
-        raise TypeError(f"{len(args)} positional arguments for the {signature} signature")
-    bound = dict(zip(names, args))
-    for name, value in kwargs.items():
-        if name not in names or name in bound:
-            raise TypeError(f"unexpected or repeated argument {name!r} for the {signature} signature")
-        bound[name] = value
-    for name in names:
-        bound.setdefault(name, None)
+def _raw_key(value):
+    """A call argument as the hashable objects it already has (no conversions: this runs on every
+    call): a tensor's layout and dtype, any other value as it is."""
+    if hasattr(value, "stride"):
+        return (value.shape, value.stride(), value.storage_offset(), value.dtype)
+    return value
+
+
+def _raw_signature(args, kwargs):
+    """The call's layouts, scalars and first argument's device as a tuple, cheap to build and to
+    look up on every call."""
+    key = tuple(_raw_key(a) for a in args)
+    if kwargs:
+        key += tuple((name, _raw_key(v)) for name, v in sorted(kwargs.items()))
+    return key + (getattr(args[0] if args else next(iter(kwargs.values()), None), "device", None),)
+
+
+def _bound(binding, args, kwargs):
+    """The contract's values of the call; output_norm_eps as eps where the function has none."""
+    bound = binding.contract_values(args, kwargs)
+    if bound["output_norm_eps"] is None:
+        bound["output_norm_eps"] = bound["eps"]
     return bound
-
-
-def _layout_key(tensor):
-    """A tensor's layout as the hashable objects the tensor already has (no conversions: this
-    runs on every call)."""
-    return None if tensor is None else (tensor.shape, tensor.stride(), tensor.storage_offset(), tensor.dtype)
-
-
-def _raw_signature(signature_kind, args, kwargs):
-    """The call's layout and scalars as a tuple, cheap to build and to look up on every call;
-    None where the arguments are not a plain positional vLLM call (then the bound form is used)."""
-    if signature_kind != "vllm" or kwargs or len(args) != len(VLLM_PARAMETERS):
-        return None
-    return tuple(_layout_key(t) for t in args[:6]) + tuple(args[6:]) + (args[0].device,)
-
-
-def _bound_raw_signature(bound):
-    return (tuple(_layout_key(bound[name]) for name in INPUTS + ("out",) if name in bound), bound["num_blocks"],
-            bound["block_write_idx"], bound["eps"], bound["output_norm_eps"], bound["prefix"].device)
 
 
 def call_signature(bound, capability):
     """Everything a case file holds about a call, as a JSON-able dict."""
     return {
-        "tensors": {name: _describe(bound[name]) for name in INPUTS + ("out",) if name in bound},
+        "tensors": {name: _describe(bound[name]) for name in INPUTS + ("output",)},
         "num_blocks": int(bound["num_blocks"]), "block_write_idx": int(bound["block_write_idx"]),
         "eps": float(bound["eps"]), "output_norm_eps": float(bound["output_norm_eps"]), "capability": capability,
     }
@@ -123,7 +117,7 @@ def case_for(signature, key, target, count, first_seen, rejection=None):
     tensors = signature["tensors"]
     prefix, blocks = tensors["prefix"], tensors["blocks"]
     layouts = {}
-    for name in INPUTS + ("out",):
+    for name in INPUTS + ("output",):
         described = tensors.get(name)
         if described is None:
             continue
@@ -131,12 +125,12 @@ def case_for(signature, key, target, count, first_seen, rejection=None):
         layout = {"stride": list(stride)}
         if offset:
             layout["storage_offset"] = offset
-        layouts["output" if name == "out" else name] = layout
+        layouts[name] = layout
     dtypes = sorted({described[3] for described in tensors.values() if described is not None})
     device = prefix[4]
     case = {
         "schema_version": 1, "name": f"captured-{key}",
-        "description": f"Captured by attnres_capture from {target} on {device} ({signature['capability']}); "
+        "description": f"Captured by attnres_check.capture from {target} on {device} ({signature['capability']}); "
                        f"seen {count} time{'s' if count != 1 else ''} since {first_seen}.",
         "T": prefix[0][0], "H": prefix[0][1], "max_blocks": blocks[0][1], "num_blocks": signature["num_blocks"],
         "block_write_idx": signature["block_write_idx"], "has_delta": tensors["delta"] is not None,
@@ -213,30 +207,36 @@ class Capture:
     def _report_failure(self, error):
         self.failures += 1
         if self.failures == 1:
-            print(f"attnres_capture: capturing stopped for this call ({type(error).__name__}: {error}); "
+            print(f"attnres_check.capture: capturing stopped for this call ({type(error).__name__}: {error}); "
                   "the call itself was not affected", file=sys.stderr)
 
-    def before(self, target, signature_kind, args, kwargs):
+    def _count(self, key):
+        entry = self.seen[key]
+        entry[0] += 1
+        if entry[0] & (entry[0] - 1) == 0:  # a power of two: refresh the count on disk
+            self._write_case(key, entry)
+
+    def before(self, target, binding, args, kwargs):
         """The call's key and bound arguments (None: not captured), saving tensors of a new one."""
         try:
-            raw = _raw_signature(signature_kind, args, kwargs)
-            bound = None
-            if raw is None:
-                bound = _bind(signature_kind, args, kwargs)
-                raw = _bound_raw_signature(bound)
+            raw = _raw_signature(args, kwargs)
             with self._lock:
                 key = self.keys.get(raw)
                 if key is not None:
-                    entry = self.seen[key]
-                    entry[0] += 1
-                    if entry[0] & (entry[0] - 1) == 0:  # a power of two: refresh the count on disk
-                        self._write_case(key, entry)
+                    self._count(key)
+                    return None
+            # The same call made another way (by keyword, say) is the same case.
+            bound = _bound(binding, args, kwargs)
+            signature = call_signature(bound, _capability(bound["prefix"]))
+            key = _key(signature)
+            with self._lock:
+                if key in self.seen:
+                    self.keys[raw] = key
+                    self._count(key)
                     return None
                 if len(self.seen) >= self.max_files:
                     return None
-                bound = bound or _bind(signature_kind, args, kwargs)
-                signature = call_signature(bound, _capability(bound["prefix"]))
-                key = self.keys[raw] = _key(signature)
+                self.keys[raw] = key
                 first_seen = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
                 self.seen[key] = [1, first_seen, None, signature, target]
             if self.tensors:
@@ -280,16 +280,18 @@ class Capture:
                     self._report_failure(error)
 
 
-def wrap(function, directory=None, signature="vllm", target=None, capture=None):
-    """`function` with every call captured into `directory` (or an existing Capture)."""
-    if signature not in ("vllm", "flashinfer"):
-        raise ValueError(f"signature must be 'vllm' or 'flashinfer', got {signature!r}")
+def wrap(function, directory=None, signature="auto", target=None, capture=None, arguments=()):
+    """`function` with every call captured into `directory` (or an existing Capture). `signature`
+    and `arguments` ((contract, parameter) pairs) bind its parameters as the tool's --signature and
+    --arg do; a function they cannot bind raises attnres_check.binding.BindingError here."""
+    kind, named = parse_signature(signature)
+    binding = Binding(function, kind, named + list(arguments))
     capture = capture or _capture_for(directory)
     target = target or f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', '?')}"
 
     @functools.wraps(function)
     def captured(*args, **kwargs):
-        key = capture.before(target, signature, args, kwargs)
+        key = capture.before(target, binding, args, kwargs)
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
@@ -314,7 +316,7 @@ def _capture_for(directory):
     return _captures[directory]
 
 
-def install(module_name, function_name, directory=None, signature="vllm"):
+def install(module_name, function_name, directory=None, signature="auto"):
     """Replaces module.function by its captured wrapper (once); returns the wrapper."""
     module = importlib.import_module(module_name)
     function = getattr(module, function_name)
@@ -349,7 +351,7 @@ class _InstallOnImport(importlib.abc.MetaPathFinder):
                 try:
                     install(name, function, None, signature)
                 except Exception as error:  # noqa: BLE001
-                    print(f"attnres_capture: cannot wrap {name}:{function}: {error}", file=sys.stderr)
+                    print(f"attnres_check.capture: cannot wrap {name}:{function}: {error}", file=sys.stderr)
 
         spec.loader.exec_module = exec_module
         return spec
@@ -361,10 +363,13 @@ def _install_from_environment():
     targets = {}
     for entry in os.environ.get("ATTNRES_CAPTURE_TARGETS", DEFAULT_TARGETS).split(","):
         module, function, *rest = entry.strip().split(":")
-        targets.setdefault(module, []).append((function, rest[0] if rest else "vllm"))
+        targets.setdefault(module, []).append((function, ":".join(rest) or "auto"))
     for module in [m for m in targets if m in sys.modules]:
         for function, signature in targets.pop(module):
-            install(module, function, None, signature)
+            try:
+                install(module, function, None, signature)
+            except Exception as error:  # noqa: BLE001 (capturing must never stop the engine)
+                print(f"attnres_check.capture: cannot wrap {module}:{function}: {error}", file=sys.stderr)
     if targets:
         sys.meta_path.insert(0, _InstallOnImport(targets))
 
