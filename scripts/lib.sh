@@ -31,6 +31,8 @@ install_missing_packages() {
       missing+=(libtorch-dev)
     /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
   fi
+  # The pytest plugin's tests (tests/python/test_pytest_plugin.py).
+  /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing+=(python3-pytest)
   # The schema and JUnit reader test (tests/validate_reports.py).
   /usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
   /usr/bin/python3 -c 'import junitparser' >/dev/null 2>&1 || missing+=(python3-junitparser)

@@ -12,6 +12,11 @@ test -x "$prefix/bin/attnres-check"
 test -f "$prefix/include/attnres/kernel_abi.h"
 test -f "$prefix/share/attnres-check/cases/guard.json"
 PYTHONPATH="$prefix/$python_dir" "$python" -c 'import attnres_check.binding, attnres_check.capture'
+# pytest finds the plugin through the package's entry point, without -p.
+if "$python" -c 'import pytest' 2>/dev/null; then
+  pytest_help=$(cd "$prefix" && PYTHONPATH="$prefix/$python_dir" "$python" -m pytest --help)
+  grep -q -- '--attnres-cases' <<<"$pytest_help"
+fi
 # Installed under the interpreter's own prefix, the package needs no PYTHONPATH: the directory is
 # one the interpreter searches there.
 "$python" -c "import sys; sys.exit(not any(p.endswith('/$python_dir') for p in sys.path))"
