@@ -134,7 +134,7 @@ class Binding:
             limits["delta"] = missing["delta"] + ": a case with delta cannot be expressed"
         for contract in ("output_norm_weight", "output_norm_eps"):
             if contract in missing:
-                limits["output_norm"] = missing[contract] + ": a case with an output norm cannot be expressed"
+                limits.setdefault("output_norm", missing[contract] + ": a case with an output norm cannot be expressed")
         if "block_write_idx" in missing:
             limits["block_write"] = missing["block_write_idx"] + ": a case that writes a block cannot be expressed"
         if "num_blocks" in missing:
