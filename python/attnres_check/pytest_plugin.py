@@ -8,12 +8,12 @@ its name (cases/guard.json::seed-repro-prefix-stride-7175), so -k, --lf, -x and 
 usual. Without --attnres-cases the plugin adds nothing.
 
 The cases are judged by the attnres-check binary (--attnres-binary, else $ATTNRES_CHECK, else
-attnres-check on PATH), not here: the selected cases of each case file run in one `attnres-check
-run`, an external kernel in the tool's worker processes. A case that does not meet its expectation
+attnres-check on PATH), not here: all selected cases run in one `attnres-check run` (under
+pytest-xdist, one per case file and worker), an external kernel in the tool's worker processes. A case that does not meet its expectation
 fails with the tool's explanation (max-abs error and where, mismatched elements, canaries, the
 kernel's traceback) and, with --attnres-repro-dir, the path of its repro bundle. A case the kernel's
 signature cannot express, or (with --attnres-allow-not-run) one nothing here can run, is skipped
-with the reason. Under pytest-xdist, `--dist loadfile` keeps each case file's run in one worker.
+with the reason. Under pytest-xdist, `--dist loadfile` keeps each case file's cases in one worker.
 """
 import json
 import os
@@ -117,57 +117,71 @@ def _run_flags(config):
     return flags
 
 
-class CaseFile(pytest.File):
-    """One case file: its cases as items, run together by the tool when the first of them runs."""
+class ToolRun:
+    """One `attnres-check run` over the selected cases of some case files, made when the first of
+    them runs: all of the session's (under pytest-xdist, one case file's per run, since a worker
+    does not know which items it will be sent)."""
 
-    def collect(self):
-        for name in _case_names(self.path):
-            yield CaseItem.from_parent(self, name=name)
-
-    def _repro_dir(self):
-        root = self.config.getoption("attnres_repro_dir")
-        if not root:
-            return None
-        key = re.sub(r"[^A-Za-z0-9._-]", "-", os.path.relpath(self.path, self.config.rootpath))
-        worker = getattr(self.config, "workerinput", {}).get("workerid")
-        return pathlib.Path(root) / (f"{key}-{worker}" if worker else key)
-
-    def results(self):
-        """name -> the tool's result of each selected case of this file, run on first use."""
-        if hasattr(self, "_results"):
-            return self._results
-        selected = [item.name for item in self.session.items if item.parent is self]
-        command = [_binary(self.config), "run", str(self.path)] + _run_flags(self.config)
+    def __init__(self, config, files, selected, repro_dir):
+        self.command = [_binary(config), "run"] + [str(f) for f in files] + _run_flags(config)
         for name in selected:
-            command += ["--filter", _exact_glob(name)]
-        repro_dir = self._repro_dir()
+            self.command += ["--filter", _exact_glob(name)]
         if repro_dir:
-            command += ["--repro-dir", str(repro_dir)]
+            self.command += ["--repro-dir", str(repro_dir)]
         with tempfile.TemporaryDirectory(prefix="attnres-pytest-") as work:
             report = pathlib.Path(work) / "report.json"
-            ran = subprocess.run(command + ["--json", str(report)], capture_output=True, text=True)
+            ran = subprocess.run(self.command + ["--json", str(report)], capture_output=True, text=True)
             if ran.returncode == EXIT_BAD_INPUT:
-                pytest.exit(f"{shlex.join(command)}\n{ran.stderr.strip()}", returncode=pytest.ExitCode.USAGE_ERROR)
+                pytest.exit(f"{shlex.join(self.command)}\n{ran.stderr.strip()}", returncode=pytest.ExitCode.USAGE_ERROR)
             cases = json.loads(report.read_text())["cases"] if report.exists() else []
         bundles = {}
         if repro_dir and (repro_dir / "index.json").exists():
             index = json.loads((repro_dir / "index.json").read_text())
-            bundles = {b["case"]: repro_dir / b["dir"] for b in index["bundles"]}
-            bundles.update({c["case"]: f"no bundle: {c['reason']}" for c in index["left_out"]})
-        self.command = command
-        self.tool_output = (ran.stdout + ran.stderr).strip()
-        self._results = {c["name"]: dict(c, bundle=bundles.get(c["name"])) for c in cases}
-        return self._results
+            bundles = {b["location"]: repro_dir / b["dir"] for b in index["bundles"]}
+            bundles.update({c["location"]: f"no bundle: {c['reason']}" for c in index["left_out"]})
+        self.output = (ran.stdout + ran.stderr).strip()
+        # (case file, case name) -> the case's result, with the path of its bundle.
+        self.results = {(pathlib.Path(c["location"].partition("#")[0]).resolve(), c["name"]):
+                        dict(c, bundle=bundles.get(c["location"])) for c in cases}
+
+
+def _tool_run(item):
+    """The ToolRun that judges `item`'s case, made on first use."""
+    config, session = item.config, item.session
+    runs = config.__dict__.setdefault("_attnres_runs", {})
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    key = item.parent.path if worker else None
+    if key not in runs:
+        items = [i for i in session.items if isinstance(i, CaseItem) and (not worker or i.parent is item.parent)]
+        files = list(dict.fromkeys(i.parent.path for i in items))
+        root = config.getoption("attnres_repro_dir")
+        repro_dir = None
+        if root and worker:
+            name = re.sub(r"[^A-Za-z0-9._-]", "-", os.path.relpath(item.parent.path, config.rootpath))
+            repro_dir = pathlib.Path(root) / f"{name}-{worker}"
+        elif root:
+            repro_dir = pathlib.Path(root)
+        runs[key] = ToolRun(config, files, list(dict.fromkeys(i.name for i in items)), repro_dir)
+    return runs[key]
+
+
+class CaseFile(pytest.File):
+    """One case file, its cases as items."""
+
+    def collect(self):
+        for name in _case_names(self.path):
+            yield CaseItem.from_parent(self, name=name)
 
 
 class CaseItem(pytest.Item):
     """One case of a case file, judged by the tool."""
 
     def runtest(self):
-        result = self.parent.results().get(self.name)
+        run = _tool_run(self)
+        result = run.results.get((self.path, self.name))
         if result is None:
-            raise CaseNotMet(f"attnres-check ran no case {self.name} from {self.parent.path}:\n"
-                             f"{shlex.join(self.parent.command)}\n{self.parent.tool_output}")
+            raise CaseNotMet(f"attnres-check ran no case {self.name} from {self.path}:\n"
+                             f"{shlex.join(run.command)}\n{run.output}")
         if result["meets_expectation"]:
             if result["disposition"] in ("skipped", "not-run"):
                 pytest.skip(f"{result['disposition']}: {result['detail']}")
