@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 
-import torch  # noqa: E402
+import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

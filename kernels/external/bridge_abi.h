@@ -36,8 +36,9 @@ typedef struct AttnResBridge {
   uint32_t abi_version; /* ATTNRES_BRIDGE_ABI_VERSION */
   /* Opens `target` ("NAMESPACE::OP" or "MODULE:FUNCTION"); `library` ("" for none) is loaded
    * first, `signature` says how a Python function is called ("auto", "vllm" or "flashinfer", then
-   * ";CONTRACT=PARAMETER" for each --arg), operands will live on `device_type` (kDLCPU or kDLCUDA). Returns a handle, or NULL with why in
-   * report->message (the kernel cannot be used at all). */
+   * ";CONTRACT=PARAMETER" for each --arg), operands will live on `device_type` (kDLCPU or
+   * kDLCUDA). Returns a handle, or NULL with why in report->message (the kernel cannot be used at
+   * all). */
   void* (*open)(const char* target, const char* library, const char* signature, int32_t device_type,
                 AttnResBridgeReport* report);
   /* Why the kernel cannot take `call` (its operands' data pointers are NULL: only shapes, strides
