@@ -66,7 +66,8 @@ with tempfile.TemporaryDirectory() as work:
     # A run with every kind of outcome: passes, expected rejections, and the seed bug unguarded.
     runs = {"run": ["run", str(source / "cases/guard.json"), str(source / "cases/public.json"), "--filter", "*t3-*",
                     "--filter", "seed*"],
-            "unguarded": ["run", str(source / "cases/guard.json"), "--no-layout-guard"]}
+            "unguarded": ["run", str(source / "cases/guard.json"), "--no-layout-guard"],
+            "checked": ["run", str(source / "cases/public.json"), "--filter", "*t3-*", "--check", "all"]}
     for name, args in runs.items():
         subprocess.run([binary, *args, "--backend", "cpu", "--json", str(work / f"{name}.json"),
                         "--junit", str(work / f"{name}.xml"), "--csv", str(work / f"{name}.csv")], capture_output=True,
@@ -77,7 +78,7 @@ with tempfile.TemporaryDirectory() as work:
     subprocess.run([binary, "merge", str(work / "shard1.json"), str(work / "shard2.json"), "--json", str(work / "merged.json"),
                     "--junit", str(work / "merged.xml"), "--csv", str(work / "merged.csv")], capture_output=True, check=False)
 
-    for name in ("run", "unguarded", "merged"):
+    for name in ("run", "unguarded", "checked", "merged"):
         report = json.loads((work / f"{name}.json").read_text())
         for error in reports.iter_errors(report):
             failures.append(f"{name}.json: {error.json_path}: {error.message}")
@@ -94,13 +95,17 @@ with tempfile.TemporaryDirectory() as work:
                 same = same and int(row["mismatched"]) == case["comparison"]["mismatched"]
             check(same, f"{name}.csv: row {row} differs from the JSON's {case['name']}")
 
-        # JUnit read back: one suite per case file, every case a test, failures and errors as the
-        # JSON has them, the run's properties on each suite.
+        # JUnit read back: one suite per case file, every case a test and each of its checked
+        # properties one more, failures and errors as the JSON has them, the run's properties on each suite.
         xml = junitparser.JUnitXml.fromfile(str(work / f"{name}.xml"))
         suites = list(xml) if isinstance(xml, junitparser.JUnitXml) else [xml]
         tests = [test for suite in suites for test in suite]
-        check(len(tests) == len(report["cases"]), f"{name}.xml: {len(tests)} tests for {len(report['cases'])} cases")
+        expected = sum(1 + len(c["properties"]) for c in report["cases"])
+        check(len(tests) == expected, f"{name}.xml: {len(tests)} tests for {expected} cases and properties")
+        check(name != "checked" or all(len(c["properties"]) == 3 for c in report["cases"]),
+              f"{name}.json: a case without its three properties")
         unmet = sum(1 for c in report["cases"] if not c["meets_expectation"] and c["disposition"] not in ("not-run", "error"))
+        unmet += sum(1 for c in report["cases"] for p in c["properties"] if p["disposition"] == "failed")
         failed = sum(1 for t in tests for r in t.result if isinstance(r, junitparser.Failure))
         check(failed == unmet, f"{name}.xml: {failed} failures, the JSON has {unmet} unmet cases")
         for suite in suites:

@@ -142,6 +142,11 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
     md += "- memory-safety violations:\n";
     for (const Violation& v : r.violations) md += fmt::format("  - {}\n", v.to_string());
   }
+  if (!r.properties.empty()) {
+    md += "- properties (`checks` in case.json: each is judged again when the case runs):\n";
+    for (const PropertyResult& p : r.properties)
+      md += fmt::format("  - {}: **{}**: {}\n", to_string(p.property), to_string(p.disposition), printable(p.detail));
+  }
   md += "\nDetail:\n\n" + fenced(r.detail);
   md += "\n## Environment\n\n";
   for (auto it = env.begin(); it != env.end(); ++it) md += fmt::format("- {}: {}\n", it.key(), it.value().dump());
@@ -201,6 +206,7 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   CaseSpec bundled = spec;
   bundled.file = "case.json";
   bundled.pointer.clear();
+  bundled.checks = united(spec.checks, options.properties);  // the case replays what this run judged
   write_text(dir / "case.json", dump_json(case_to_json(bundled), 2) + "\n");
   std::vector<std::string> written{"REPORT.md", "case.json"};
   // Without a run's artifacts (a rejection, not-run, a fault, or a run that took its worker down)

@@ -90,4 +90,9 @@ std::string describe_strides(const AttnResShape& shape, const AttnResStrides& st
 // The strides a token-major [T, MAXB, H] blocks tensor with rows `row_stride` apart has.
 void set_token_major_blocks(AttnResStrides& strides, int max_blocks, std::int64_t row_stride);
 
+// The strides of `st` for the sizes of `to` instead of `from`, each dimension keeping its
+// padding (the elements past what the next smaller dimension reaches), so that a stride bug
+// keeps its shape; the blocks keep which of their dimensions is outer.
+AttnResStrides resized_strides(AttnResStrides st, const AttnResShape& from, const AttnResShape& to);
+
 }  // namespace attnres

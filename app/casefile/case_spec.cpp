@@ -393,6 +393,19 @@ CaseSpec parse_case_fields(const json& value, const std::string& file, const std
       e.fail("message", "only a \"reject\" expectation has a message");
     e.reject_unknown_keys();
   }
+  if (const json* checks = r.find("checks")) {
+    if (!checks->is_array()) r.fail("checks", fmt::format("must be a list of names, got {}", json_type_name(*checks)));
+    for (std::size_t i = 0; i < checks->size(); ++i) {
+      const json& name = (*checks)[i];
+      const std::optional<CaseProperty> property =
+          name.is_string() ? parse_case_property(name.get<std::string>()) : std::nullopt;
+      if (!property)
+        throw JsonInputError(r.path("checks") + "/" + std::to_string(i),
+                             fmt::format("must be one of {}, got {}", case_property_names(),
+                                         name.is_string() ? quoted_literal(name.get<std::string>()) : name.dump()));
+      spec.checks = united(spec.checks, {*property});
+    }
+  }
   r.reject_unknown_keys();
   return spec;
 }
@@ -634,6 +647,10 @@ json case_to_json(const CaseSpec& spec) {
     written["expect"] = {{"verdict", spec.expect == Expectation::reject ? "reject" : "pass"}};
     if (spec.expect == Expectation::reject && !spec.expected_message.empty())
       written["expect"]["message"] = spec.expected_message;
+  }
+  if (!spec.checks.empty()) {
+    written["checks"] = json::array();
+    for (const CaseProperty property : spec.checks) written["checks"].push_back(to_string(property));
   }
   return written;
 }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/casefile/case_property.h"
 #include "kernels/common/philox.h"
 #include "kernels/common/problem.h"
 #include "kernels/registry/device.h"
@@ -69,6 +70,8 @@ struct CaseSpec {
   std::string expected_message;  // with a refusal expected or allowed; empty: any rejection message
   KernelChoice kernel = KernelChoice::automatic;
   bool layout_guard = true;
+  // What the case asks of the kernel besides one correct call, whatever the command line asks.
+  std::vector<CaseProperty> checks;
 
   // "cases/x.json" or "cases/x.json#/3": where to find it.
   std::string location() const;

@@ -89,6 +89,7 @@ RunOptions case_run_options(const CommonArguments& common, bool no_layout_guard)
   options.disable_layout_guard = no_layout_guard;
   options.budget = common.budget;
   options.kernel = common.backend.kernel;
+  options.properties = common.properties;
   return options;
 }
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "app/casefile/json_io.h"
 #include "app/engine/command_output.h"
 #include "kernels/external/install_paths.h"
 #include "kernels/external/kernel_profile.h"
@@ -194,7 +195,38 @@ void add_verbosity_flags(CommandOptions& command, Verbosity& verbosity) {
   });
 }
 
+std::vector<CaseProperty> parse_check_option(const std::vector<std::string>& words) {
+  std::vector<CaseProperty> properties;
+  for (const std::string& word : words) {
+    std::size_t start = 0;
+    while (start <= word.size()) {
+      const std::size_t end = std::min(word.find(',', start), word.size());
+      const std::string name = word.substr(start, end - start);
+      start = end + 1;
+      if (name == "all") {
+        properties = united(properties, {std::begin(kAllCaseProperties), std::end(kAllCaseProperties)});
+        continue;
+      }
+      const std::optional<CaseProperty> property = parse_case_property(name);
+      if (!property)
+        throw UsageError(fmt::format("--check: \"{}\" is no check; the checks are {}, or all", printable(name),
+                                     case_property_names()));
+      properties = united(properties, {*property});
+    }
+  }
+  return properties;
+}
+
+void add_check_option(CommandOptions& command, std::vector<CaseProperty>& properties) {
+  auto words = std::make_shared<std::vector<std::string>>();
+  command.app()->add_option("--check", *words,
+                            "also judge these properties of the kernel on every case, each in its own calls: "
+                            "determinism, batch-invariance, garbage, or all (comma-separated or repeated)");
+  command.after_parse([words, &properties] { properties = parse_check_option(*words); });
+}
+
 void add_case_runner_options(CommandOptions& command, CommonArguments& common) {
+  add_check_option(command, common.properties);
   add_backend_options(command, common.backend);
   add_timeout_option(command, common.backend);
   add_budget_options(command, common.budget);

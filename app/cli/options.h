@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/casefile/case_property.h"
 #include "app/engine/backend_options.h"
 #include "app/engine/memory_budget.h"
 #include "app/report/report.h"
@@ -23,9 +24,10 @@ namespace attnres {
 // The arguments every subcommand may use besides its own.
 struct CommonArguments {
   BackendOptions backend;
-  MemoryBudget budget;       // run, repro, shrink, mutants, explore
-  bool color = false;        // set by main from the terminal and NO_COLOR
-  std::string command_line;  // the words after the program name, as given
+  MemoryBudget budget;                   // run, repro, shrink, mutants, explore
+  std::vector<CaseProperty> properties;  // --check: run, repro, shrink, explore
+  bool color = false;                    // set by main from the terminal and NO_COLOR
+  std::string command_line;              // the words after the program name, as given
 };
 
 // A subcommand's CLI11 app and the checks that complete its arguments after parsing (each may
@@ -57,10 +59,15 @@ void add_budget_options(CommandOptions& command, MemoryBudget& budget);
 // A size option's text as bytes (1073741824, 512M, 8G ...); nothing for empty text; UsageError
 // naming `option` otherwise.
 std::optional<std::int64_t> parse_byte_option(const std::string& option, const std::string& text);
+// --check LIST: properties judged on every case besides one correct call (comma-separated or
+// repeated names, or all).
+void add_check_option(CommandOptions& command, std::vector<CaseProperty>& properties);
+// --check's words as properties; UsageError naming the word that is none.
+std::vector<CaseProperty> parse_check_option(const std::vector<std::string>& words);
 // -q and -v.
 void add_verbosity_flags(CommandOptions& command, Verbosity& verbosity);
-// What a command that runs cases on one kernel takes: the backend options, --timeout and the
-// memory budget (repro, shrink, explore).
+// What a command that runs cases on one kernel takes: the backend options, --timeout, --check and
+// the memory budget (repro, shrink, explore).
 void add_case_runner_options(CommandOptions& command, CommonArguments& common);
 // The case file and --case of the commands that take one case (repro, shrink), and --no-layout-guard.
 void add_one_case_options(CommandOptions& command, std::string& case_path, std::string& case_name,

@@ -76,6 +76,8 @@ class CaseWorkspace {
   // After the kernel refused: every element of every tensor as it was before the call (the
   // output still poison), or a violation per tensor.
   virtual ExactnessReport check_untouched() = 0;
+  // A host copy of the output tensor as it is now (its padding and guards included).
+  virtual HostTensor output() = 0;
   // Host copies for a repro bundle; only where the workspace was made to keep them, and last.
   virtual CaseArtifacts take_artifacts() = 0;
 };

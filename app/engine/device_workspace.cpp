@@ -125,6 +125,15 @@ class DeviceWorkspace : public CaseWorkspace {
 
   ExactnessReport check_untouched() override { return check_roles(untouched_role, true); }
 
+  HostTensor output() override {
+    HostTensor host = make_tensor(layouts_[kOutput]);
+    guarded([&] {
+      ATTNRES_CUDA_CHECK(
+          cudaMemcpy(host.storage.data(), storage_[kOutput].get(), storage_[kOutput].bytes(), cudaMemcpyDeviceToHost));
+    });
+    return host;
+  }
+
   CaseArtifacts take_artifacts() override {
     if (!inputs_) throw std::logic_error("take_artifacts: the workspace was made without keeping its inputs");
     CaseArtifacts artifacts{std::move(*inputs_), CaseTensors{}, {}};

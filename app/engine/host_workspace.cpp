@@ -71,6 +71,8 @@ class HostWorkspace : public CaseWorkspace {
 
   ExactnessReport check_untouched() override { return attnres::check_untouched(tensors_, inputs_); }
 
+  HostTensor output() override { return tensors_.output; }
+
   CaseArtifacts take_artifacts() override {
     return CaseArtifacts{std::move(inputs_), std::move(tensors_), std::move(reference_)};
   }

@@ -282,9 +282,10 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
   }
 }
 
+// `judged_output`: a host copy of the output, where the case passed.
 void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
                    const LaunchOptions& launch, const InputSource* inputs, CaseResult& result,
-                   std::optional<CaseArtifacts>* artifacts) {
+                   std::optional<CaseArtifacts>* artifacts, std::optional<HostTensor>& judged_output) {
   Lap lap;
   const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, inputs, artifacts != nullptr);
   result.input_checksums = workspace->input_checksums();
@@ -294,7 +295,73 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
   const ReferenceSummary reference = workspace->compute_reference();
   result.timings.reference = lap.next();
   judge_kernel(spec, options, *workspace, reference, kernel, launch, result);
+  if (result.disposition == Disposition::passed) judged_output = workspace->output();
   if (artifacts && result.comparison) *artifacts = workspace->take_artifacts();
+}
+
+// One more call of the kernel the case's selection makes for `variant`.
+VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Backend& backend,
+                         const RunOptions& options, bool layout_guard) {
+  VariantCall call;
+  const Selection selection = select_kernel(variant, backend, options, layout_guard);
+  call.outcome = VariantCall::Outcome::refused;
+  if (selection.unsupported) {
+    call.reason = selection.unsupported->reason;
+    return call;
+  }
+  if (selection.predicted_rejection) {
+    call.reason = "refused with " + quoted_literal(*selection.predicted_rejection);
+    return call;
+  }
+  if (const auto why = budget_refusal(variant, backend, options, false, inputs)) {
+    call.outcome = VariantCall::Outcome::not_run;
+    call.reason = *why;
+    return call;
+  }
+  if (!backend.usable()) throw std::runtime_error(kContextLost);
+  const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(variant, inputs, false);
+  try {
+    workspace->run_kernel(*selection.kernel, selection.launch);
+  } catch (const KernelRejection& e) {
+    call.reason = "refused with " + quoted_literal(e.what());
+    return call;
+  } catch (const KernelWrongResult& e) {
+    throw std::runtime_error(std::string("it returned no usable output: ") + e.what());
+  }
+  call.outcome = VariantCall::Outcome::computed;
+  call.output = workspace->output();
+  return call;
+}
+
+// The properties judged where the call passed, and what they make of the case.
+void judge_case_properties(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
+                           const std::optional<HostTensor>& judged_output, CaseResult& result) {
+  const std::vector<CaseProperty> asked = united(options.properties, spec.checks);
+  if (asked.empty()) return;
+  if (result.disposition != Disposition::passed || !judged_output) {
+    result.properties =
+        unjudged_properties(asked, fmt::format("not judged: the case is {}", to_string(result.disposition)));
+    return;
+  }
+  const VariantCaller call = [&](const CaseSpec& variant, const InputSource* inputs) {
+    return call_variant(variant, inputs, backend, options, result.layout_guard);
+  };
+  result.properties = judge_properties(spec, asked, *judged_output, call, inputs);
+  std::vector<std::string> failed, errors, not_run;
+  for (const PropertyResult& p : result.properties) {
+    const std::string line = fmt::format("{}: {}", to_string(p.property), p.detail);
+    if (p.disposition == Disposition::failed) failed.push_back(line);
+    if (p.disposition == Disposition::error) errors.push_back(line);
+    if (p.disposition == Disposition::not_run) not_run.push_back(line);
+  }
+  const auto& worst = !failed.empty() ? failed : !errors.empty() ? errors : not_run;
+  if (worst.empty()) return;
+  result.disposition = !failed.empty()   ? Disposition::failed
+                       : !errors.empty() ? Disposition::error
+                                         : Disposition::not_run;
+  std::string lines;
+  for (const std::string& line : worst) lines += (lines.empty() ? "" : "; ") + line;
+  result.detail = fmt::format("{}; the call itself passed: {}", lines, result.detail);
 }
 
 }  // namespace
@@ -389,10 +456,16 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
           result.disposition = Disposition::not_run;
           result.detail = "not run: " + *why;
         } else {
-          run_and_judge(judged, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts);
+          std::optional<HostTensor> judged_output;
+          run_and_judge(judged, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts,
+                        judged_output);
+          judge_case_properties(spec, backend, options, inputs, judged_output, result);
         }
       }
     }
+    if (result.properties.empty() && !united(options.properties, spec.checks).empty())
+      result.properties = unjudged_properties(united(options.properties, spec.checks),
+                                              fmt::format("not judged: the case is {}", to_string(result.disposition)));
   } catch (const std::exception&) {
     record_exception(result);
   }

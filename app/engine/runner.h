@@ -12,6 +12,7 @@
 #include "app/engine/checks.h"
 #include "app/engine/disposition.h"
 #include "app/engine/memory_budget.h"
+#include "app/engine/property_checks.h"
 
 namespace attnres {
 
@@ -45,6 +46,9 @@ struct CaseResult {
   std::vector<Violation> violations;
   std::optional<ErrorMap> error_map;  // with RunOptions::error_maps, where elements are out of tolerance
   std::vector<std::pair<std::string, std::string>> input_checksums;
+  // Each property asked of the kernel (RunOptions::properties and the case's own checks), judged
+  // only where the call itself passed; a property that fails makes the case fail.
+  std::vector<PropertyResult> properties;
   double seconds = 0;
   PhaseTimes timings;
 };
@@ -56,6 +60,7 @@ struct RunOptions {
   // `auto` the dispatcher's policy over the built-in kernels.
   std::string kernel;
   bool error_maps = false;  // an ErrorMap in the result of every case with elements out of tolerance (run --html)
+  std::vector<CaseProperty> properties;  // run --check: judged on every case besides its own checks
 };
 
 // The spec a case is judged by on a kernel that declares `declared` (kernels/registry/preconditions.h):

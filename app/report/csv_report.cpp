@@ -11,9 +11,9 @@ using nlohmann::json;
 
 std::string results_csv(const std::vector<CaseResult>& results, const std::vector<CaseLoadError>& load_errors) {
   std::string csv = csv_row(
-      {"name",      "disposition",       "meets_expectation", "kernel",           "backend",    "device", "seed",
-       "reference", "max_abs_error",     "worst_t",           "worst_h",          "mismatched", "total",  "nan_count",
-       "inf_count", "prefix_mismatches", "blocks_mismatches", "damaged_elements", "seconds",    "detail"});
+      {"name",      "disposition",       "meets_expectation", "kernel",           "backend",    "device",  "seed",
+       "reference", "max_abs_error",     "worst_t",           "worst_h",          "mismatched", "total",   "nan_count",
+       "inf_count", "prefix_mismatches", "blocks_mismatches", "damaged_elements", "checks",     "seconds", "detail"});
   for (const CaseResult& r : results) {
     std::vector<std::string> row{
         r.name,   to_string(r.disposition), meets_expectation(r.disposition) ? "true" : "false", r.kernel, r.backend,
@@ -31,6 +31,10 @@ std::string results_csv(const std::vector<CaseResult>& results, const std::vecto
     std::int64_t damaged = 0;
     for (const Violation& v : r.violations) damaged += v.count;
     row.push_back(std::to_string(damaged));
+    std::string checks;  // "determinism=passed;garbage=failed"
+    for (const PropertyResult& p : r.properties)
+      checks += fmt::format("{}{}={}", checks.empty() ? "" : ";", to_string(p.property), to_string(p.disposition));
+    row.push_back(checks);
     row.push_back(fmt::format("{:.6f}", r.seconds));
     row.push_back(r.detail);
     csv += csv_row(row);
@@ -38,7 +42,7 @@ std::string results_csv(const std::vector<CaseResult>& results, const std::vecto
   // A bad case-file entry is a row too, as in the JSON and JUnit reports: named by where it is.
   for (const CaseLoadError& e : load_errors) {
     std::vector<std::string> row{e.pointer.empty() ? e.file : e.file + "#" + e.pointer, "bad-case", "false"};
-    row.insert(row.end(), 16, "");
+    row.insert(row.end(), 17, "");
     row.push_back(e.message);
     csv += csv_row(row);
   }

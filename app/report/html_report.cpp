@@ -39,20 +39,31 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.5em; }
   for (const CaseLoadError& e : load_errors)
     page += fmt::format("<p class=\"unmet\">bad case: {}</p>\n", xml_escape(e.to_string()));
   page +=
-      "<table><tr><th>verdict</th><th>case</th><th>kernel</th><th>max-abs</th><th>mismatched</th><th>seed</th></tr>\n";
+      "<table><tr><th>verdict</th><th>case</th><th>kernel</th><th>max-abs</th><th>mismatched</th><th>seed</th>"
+      "<th>checks</th></tr>\n";
   for (const CaseResult& r : results) {
     const bool met = meets_expectation(r.disposition);
-    page +=
-        fmt::format("<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                    met ? "met" : "unmet", to_string(r.disposition), xml_escape(r.name), xml_escape(r.kernel),
-                    r.comparison ? fmt::format("{:.4g}", r.comparison->max_abs_error) : "-",
-                    r.comparison ? fmt::format("{} / {}", r.comparison->mismatched, r.comparison->total) : "-", r.seed);
+    std::string checks;
+    for (const PropertyResult& p : r.properties)
+      checks += fmt::format("{}<span class=\"{}\" title=\"{}\">{} {}</span>", checks.empty() ? "" : "<br>",
+                            meets_expectation(p.disposition) ? "met" : "unmet", xml_escape(p.detail),
+                            to_string(p.property), to_string(p.disposition));
+    page += fmt::format(
+        "<tr><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        met ? "met" : "unmet", to_string(r.disposition), xml_escape(r.name), xml_escape(r.kernel),
+        r.comparison ? fmt::format("{:.4g}", r.comparison->max_abs_error) : "-",
+        r.comparison ? fmt::format("{} / {}", r.comparison->mismatched, r.comparison->total) : "-", r.seed,
+        checks.empty() ? "-" : checks);
   }
   page += "</table>\n";
   for (const CaseResult& r : results) {
     if (meets_expectation(r.disposition)) continue;
     page += fmt::format("<h2 class=\"unmet\">{}: {}</h2>\n<p>{}</p>\n<pre>{}</pre>\n", xml_escape(r.name),
                         to_string(r.disposition), xml_escape(r.location), xml_escape(r.detail));
+    for (const PropertyResult& p : r.properties)
+      page +=
+          fmt::format("<p class=\"{}\">{}: {}</p><pre>{}</pre>\n", meets_expectation(p.disposition) ? "met" : "unmet",
+                      to_string(p.property), to_string(p.disposition), xml_escape(p.detail));
     if (const auto& map = r.error_map) {
       page += fmt::format(
           "<p>|out &minus; ref| over [T={}, H={}], tokens down, hidden across; each cell the largest "

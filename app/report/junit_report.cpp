@@ -51,30 +51,43 @@ std::string junit_xml(const std::vector<CaseResult>& results, const std::vector<
     double time = 0;
   };
   std::map<std::string, Suite> suites;
-  for (const CaseResult& r : results) {
-    Suite& suite = suites[file_of(r.location)];
+  // One testcase: its verdict as JUnit says it (error, skipped, failure or none) and what it says.
+  const auto testcase = [&](Suite& suite, const std::string& classname, const std::string& name,
+                            Disposition disposition, const std::string& detail, double seconds,
+                            const std::string& system_out) {
     ++suite.tests;
-    suite.time += r.seconds;
+    suite.time += seconds;
     std::string body;
-    const std::string message = xml_escape(junit_message(r.detail));
-    if (r.disposition == Disposition::error) {
+    const std::string message = xml_escape(junit_message(detail));
+    if (disposition == Disposition::error) {
       ++suite.errors;
-      body = fmt::format("      <error type=\"error\" message=\"{}\">{}</error>\n", message, xml_escape(r.detail));
-    } else if (r.disposition == Disposition::not_run || r.disposition == Disposition::skipped) {
+      body = fmt::format("      <error type=\"error\" message=\"{}\">{}</error>\n", message, xml_escape(detail));
+    } else if (disposition == Disposition::not_run || disposition == Disposition::skipped) {
       ++suite.skipped;
       body = fmt::format("      <skipped message=\"{}\"/>\n", message);
-    } else if (!meets_expectation(r.disposition)) {
+    } else if (!meets_expectation(disposition)) {
       ++suite.failures;
-      body = fmt::format("      <failure type=\"{}\" message=\"{}\">{}</failure>\n", to_string(r.disposition), message,
-                         xml_escape(r.detail));
+      body = fmt::format("      <failure type=\"{}\" message=\"{}\">{}</failure>\n", to_string(disposition), message,
+                         xml_escape(detail));
     }
-    body += fmt::format("      <system-out>disposition: {}\nkernel: {} ({})\nlayout guard: {}\n{}{}</system-out>\n",
-                        to_string(r.disposition), xml_escape(r.kernel), xml_escape(r.dispatch_reason),
-                        r.layout_guard ? "on" : "off", xml_escape(r.detail),
-                        r.kernel_context.empty() ? "" : "\n" + xml_escape(r.kernel_context));
-    suite.body += fmt::format(
-        "    <testcase classname=\"attnres-check.{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
-        xml_escape(relative_to_roots(file_of(r.location), context.case_roots)), xml_escape(r.name), r.seconds, body);
+    body += fmt::format("      <system-out>{}</system-out>\n", system_out);
+    suite.body += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n{}    </testcase>\n",
+                              classname, xml_escape(name), seconds, body);
+  };
+  for (const CaseResult& r : results) {
+    Suite& suite = suites[file_of(r.location)];
+    const std::string classname =
+        "attnres-check." + xml_escape(relative_to_roots(file_of(r.location), context.case_roots));
+    testcase(suite, classname, r.name, r.disposition, r.detail, r.seconds,
+             fmt::format("disposition: {}\nkernel: {} ({})\nlayout guard: {}\n{}{}", to_string(r.disposition),
+                         xml_escape(r.kernel), xml_escape(r.dispatch_reason), r.layout_guard ? "on" : "off",
+                         xml_escape(r.detail), r.kernel_context.empty() ? "" : "\n" + xml_escape(r.kernel_context)));
+    // Each property its own testcase, "case[check]", so that a CI view says which one failed.
+    for (const PropertyResult& p : r.properties)
+      testcase(suite, classname, fmt::format("{}[{}]", r.name, to_string(p.property)), p.disposition, p.detail,
+               p.seconds,
+               fmt::format("disposition: {}\nkernel: {}\n{}", to_string(p.disposition), xml_escape(r.kernel),
+                           xml_escape(p.detail)));
   }
   for (const CaseLoadError& e : load_errors) {
     Suite& suite = suites[e.file];

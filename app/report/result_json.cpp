@@ -97,6 +97,12 @@ json result_json(const CaseResult& r) {
   }
   j["input_checksums"] = json::object();
   for (const auto& [name, sum] : r.input_checksums) j["input_checksums"][name] = sum;
+  j["properties"] = json::array();
+  for (const PropertyResult& p : r.properties)
+    j["properties"].push_back({{"check", to_string(p.property)},
+                               {"disposition", to_string(p.disposition)},
+                               {"detail", p.detail},
+                               {"seconds", p.seconds}});
   return j;
 }
 
@@ -187,6 +193,22 @@ CaseResult result_from_json(const json& j) {
                             count_of(v.at("count"), "violations/count")});
   for (const auto& [name, sum] : j.at("input_checksums").items())
     r.input_checksums.emplace_back(name, sum.get<std::string>());
+  // Reports written before properties were judged have none.
+  if (const auto properties = j.find("properties"); properties != j.end()) {
+    for (const json& p : *properties) {
+      PropertyResult& out = r.properties.emplace_back();
+      const std::string check = p.at("check").get<std::string>();
+      const std::optional<CaseProperty> property = parse_case_property(check);
+      if (!property) throw std::invalid_argument("properties: unknown check " + quoted_literal(check));
+      out.property = *property;
+      const std::string disposition = p.at("disposition").get<std::string>();
+      const std::optional<Disposition> parsed = parse_disposition(disposition);
+      if (!parsed) throw std::invalid_argument("properties: unknown disposition " + quoted_literal(disposition));
+      out.disposition = *parsed;
+      out.detail = p.at("detail").get<std::string>();
+      out.seconds = p.at("seconds").get<double>();
+    }
+  }
   // Reports written before error maps have none.
   if (const auto map = j.find("error_map"); map != j.end() && !map->is_null()) {
     ErrorMap& out = r.error_map.emplace();

@@ -83,6 +83,11 @@ std::string table_rows(const CaseResult& r, const TableStyle& style) {
         fmt::format("  {}why: {}{}\n", dim, printable(r.dispatch_reason.empty() ? r.detail : r.dispatch_reason), reset);
     out += fmt::format("  {}\n", printable(r.detail));
   }
+  // Each property on a line of its own: its verdict, and what it found or why it was not judged.
+  for (const PropertyResult& p : r.properties)
+    out += fmt::format("  {}{:<19}{} {:<16} {}{}{}\n", style.color ? color_of(p.disposition) : "",
+                       to_string(p.disposition), reset, to_string(p.property), dim,
+                       printable(one_line(p.detail, met && style.verbosity != Verbosity::verbose ? 120 : 2000)), reset);
   if (style.timings) {
     const PhaseTimes& p = r.timings;
     out += fmt::format(

@@ -119,4 +119,23 @@ Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden) {
   return Plan{};
 }
 
+std::vector<std::int64_t> plan_token_bounds(int num_blocks, int hidden) {
+  std::vector<std::int64_t> bounds;
+  for (std::int64_t tokens = 1; tokens < kSplitGridTokens;) {
+    const Plan plan = choose_plan(tokens, num_blocks, hidden);
+    // The first policy row that holds (tokens, ...) ends at its max_tokens: the next plan starts past it.
+    std::int64_t end = kSplitGridTokens;
+    for (const PolicyRow& row : kPolicy)
+      if (tokens <= row.max_tokens && num_blocks >= row.min_blocks && num_blocks <= row.max_blocks &&
+          hidden >= row.min_hidden && hidden <= row.max_hidden) {
+        end = row.max_tokens;
+        break;
+      }
+    if (end >= kSplitGridTokens) break;
+    if (!(choose_plan(end + 1, num_blocks, hidden) == plan)) bounds.push_back(end);
+    tokens = end + 1;
+  }
+  return bounds;
+}
+
 }  // namespace attnres::native

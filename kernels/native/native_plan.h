@@ -53,6 +53,10 @@ std::vector<Plan> all_plans(int hidden);
 // The plan the native kernel launches.
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden);
 
+// The token counts past which choose_plan picks another plan for this many blocks and this H, in
+// increasing order: a row's bits may change across each.
+std::vector<std::int64_t> plan_token_bounds(int num_blocks, int hidden);
+
 // CTAs of the ring's persistent grid for `tokens` >= 1 rows on `sms` SMs: as few as give every CTA
 // the same number of rows, ceil(tokens / sms), so no CTA finishes a row alone after the others
 // (T=4096 on 132 SMs: 128 CTAs of 32 rows, not 4 CTAs doing a 32nd row after 128 have done 31).

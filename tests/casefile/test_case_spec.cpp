@@ -177,6 +177,20 @@ TEST(CaseSpec, RoundTripsThroughJson) {
   EXPECT_EQ(b.distributions[int(InputTensor::blocks)].block_scales, (std::vector<double>{0.25, 3}));
 }
 
+TEST(CaseSpec, ChecksAreNamedPropertiesKeptInOneOrder) {
+  json c = minimal();
+  c["checks"] = {"garbage", "determinism", "garbage"};
+  const CaseSpec spec = parse_case(c, "f", "");
+  EXPECT_EQ(spec.checks, (std::vector<CaseProperty>{CaseProperty::determinism, CaseProperty::garbage}));
+  EXPECT_EQ(case_to_json(spec)["checks"], (json{"determinism", "garbage"}));
+  EXPECT_EQ(parse_case(case_to_json(spec), "f", "").checks, spec.checks);
+  EXPECT_FALSE(case_to_json(parse_case(minimal(), "f", "")).contains("checks"));
+  c["checks"] = {"determinism", "speed"};
+  EXPECT_EQ(error_of(c, "f"), "f: /checks/1: must be one of determinism, batch-invariance, garbage, got \"speed\"");
+  c["checks"] = "determinism";
+  EXPECT_EQ(error_of(c, "f"), "f: /checks: must be a list of names, got string");
+}
+
 TEST(CaseSpec, ABadCaseInAListLosesNoOtherCase) {
   TempDir dir;
   json good = minimal(), bad = minimal(), also_good = minimal();

@@ -128,6 +128,17 @@ TEST(Cli, UsageErrors) {
                UsageError);
 }
 
+TEST(Cli, CheckTakesPropertyNamesOrAll) {
+  EXPECT_EQ(parse({"run", "x", "--check", "garbage,determinism"}).properties,
+            (std::vector<CaseProperty>{CaseProperty::determinism, CaseProperty::garbage}));
+  EXPECT_EQ(parse({"run", "x", "--check", "batch-invariance", "--check", "all"}).properties,
+            (std::vector<CaseProperty>{std::begin(kAllCaseProperties), std::end(kAllCaseProperties)}));
+  EXPECT_EQ(parse({"repro", "x", "--check", "determinism"}).properties,
+            std::vector<CaseProperty>{CaseProperty::determinism});
+  EXPECT_EQ(testing::usage_error({"run", "x", "--check", "determinism,speed"}),
+            "--check: \"speed\" is no check; the checks are determinism, batch-invariance, garbage, or all");
+}
+
 // Numbers are taken whole and in range, and a bad one is named in words (not CLI11's range of
 // 0 to 1.8e308); a NaN percentage would have made --fail-under never fail.
 TEST(Cli, NumericOptionsSayWhatTheyExpect) {

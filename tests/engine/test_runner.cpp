@@ -282,6 +282,172 @@ TEST(Compare, NonFiniteValuesMismatchUnlessEqual) {
   EXPECT_EQ(c.worst_column, 1);
 }
 
+// Properties (run --check): each test kernel below is within tolerance on every call, and wrong
+// in one property only.
+
+RunOptions checking(std::vector<CaseProperty> properties) {
+  RunOptions options;
+  options.properties = std::move(properties);
+  return options;
+}
+
+const PropertyResult& property_of(const CaseResult& r, CaseProperty property) {
+  for (const PropertyResult& p : r.properties)
+    if (p.property == property) return p;
+  throw std::logic_error(std::string("no result for ") + to_string(property));
+}
+
+// One bit of element [t, column] flipped in every row: far inside the tolerance.
+void flip_low_bit(CaseTensors& t, std::int64_t token, std::int64_t column) { t.output.at(token, column) ^= 1u; }
+
+TEST(Properties, ACorrectKernelHasEveryProperty) {
+  FakeBackend backend(correct);
+  const CaseResult r =
+      run_case(small_case(), backend, checking({std::begin(kAllCaseProperties), std::end(kAllCaseProperties)}));
+  ASSERT_EQ(r.disposition, Disposition::passed) << r.detail;
+  ASSERT_EQ(r.properties.size(), 3u);
+  for (const PropertyResult& p : r.properties) EXPECT_EQ(p.disposition, Disposition::passed) << p.detail;
+  EXPECT_EQ(property_of(r, CaseProperty::determinism).detail,
+            "3 more calls on the same inputs gave the judged call's bits");
+  // Both sides of T, of vLLM's rms_norm bound, and of each native plan bound for 3 blocks at H=512.
+  const std::string& invariance = property_of(r, CaseProperty::batch_invariance).detail;
+  EXPECT_NE(invariance.find("batches of 1, 2, 4, 6, 16, 17, 32, 33, 192, 193, 256, 257 tokens"), std::string::npos)
+      << invariance;
+  EXPECT_NE(invariance.find("the first 5 rows moved 1 and 3 rows later"), std::string::npos) << invariance;
+}
+
+TEST(Properties, ARowWhoseBitsDependOnTheBatchSizeFailsBatchInvarianceOnly) {
+  FakeBackend backend([](CaseTensors& t) {
+    correct(t);
+    if (t.shape.tokens >= 100)
+      for (std::int64_t token = 0; token < t.shape.tokens; ++token) flip_low_bit(t, token, 7);
+  });
+  const CaseResult r =
+      run_case(small_case(), backend, checking({std::begin(kAllCaseProperties), std::end(kAllCaseProperties)}));
+  EXPECT_EQ(r.disposition, Disposition::failed);
+  EXPECT_EQ(r.detail.rfind("batch-invariance: row 0 of the case's batch of 5 differs when computed in a batch of 192: "
+                           "5 elements differ over the 5 rows compared; first at column 7: ",
+                           0),
+            0u)
+      << r.detail;
+  EXPECT_EQ(property_of(r, CaseProperty::batch_invariance).disposition, Disposition::failed);
+  EXPECT_EQ(property_of(r, CaseProperty::determinism).disposition, Disposition::passed);
+  EXPECT_EQ(property_of(r, CaseProperty::garbage).disposition, Disposition::passed);
+  EXPECT_NE(r.detail.find("; the call itself passed: max-abs error"), std::string::npos) << r.detail;
+}
+
+TEST(Properties, ARowWhoseBitsDependOnItsPlaceInTheBatchFailsBatchInvariance) {
+  FakeBackend backend([](CaseTensors& t) {
+    correct(t);
+    for (std::int64_t token = 1; token < t.shape.tokens; token += 2) flip_low_bit(t, token, 3);
+  });
+  const CaseResult r = run_case(small_case(), backend, checking({CaseProperty::batch_invariance}));
+  const PropertyResult& invariance = property_of(r, CaseProperty::batch_invariance);
+  EXPECT_EQ(invariance.disposition, Disposition::failed);
+  EXPECT_EQ(invariance.detail.rfind("row 0 of the case's batch of 5 differs when it is row 1 of a batch of 6", 0), 0u)
+      << invariance.detail;
+}
+
+TEST(Properties, ABatchWideSumLeaksGarbageRowsIntoEveryRow) {
+  // As a batch-wide amax for a quantization scale: 1 + 0 * sum is 1, unless a row holds NaN or Inf.
+  FakeBackend backend([](CaseTensors& t) {
+    float sum = 0;
+    for (std::int64_t token = 0; token < t.shape.tokens; ++token)
+      for (std::int64_t h = 0; h < t.shape.hidden; ++h) sum += std::fabs(bf16_to_float(t.prefix.at(token, h)));
+    correct(t);
+    for (std::int64_t token = 0; token < t.shape.tokens; ++token)
+      for (std::int64_t h = 0; h < t.shape.hidden; ++h)
+        t.output.at(token, h) = float_to_bf16(bf16_to_float(t.output.at(token, h)) * (1 + 0 * sum));
+  });
+  const CaseResult r =
+      run_case(small_case(), backend, checking({std::begin(kAllCaseProperties), std::end(kAllCaseProperties)}));
+  EXPECT_EQ(r.disposition, Disposition::failed);
+  const PropertyResult& garbage = property_of(r, CaseProperty::garbage);
+  EXPECT_EQ(garbage.disposition, Disposition::failed);
+  EXPECT_EQ(garbage.detail.rfind("with NaN, ±Inf and ±3.0e38 in rows 0, 6 and 7 of a batch of 8, in every padding "
+                                 "element and in the blocks past num_blocks, rows 1..5 (the case's first 5) change: "
+                                 "2560 of their elements differ from the same batch with generated values there; "
+                                 "first at [1, 0]: ",
+                                 0),
+            0u)
+      << garbage.detail;
+  EXPECT_NE(garbage.detail.find(" with generated values, 0x7fc0 with garbage"), std::string::npos) << garbage.detail;
+  EXPECT_EQ(property_of(r, CaseProperty::determinism).disposition, Disposition::passed);
+  EXPECT_EQ(property_of(r, CaseProperty::batch_invariance).disposition, Disposition::passed);
+}
+
+TEST(Properties, AKernelThatReadsBlocksPastNumBlocksFailsGarbage) {
+  // Its sources are right, but it scales by 1 + 0 * the first unused block's first element.
+  FakeBackend backend([](CaseTensors& t) {
+    const float unused = bf16_to_float(t.blocks.at(t.shape.num_blocks, 0));
+    correct(t);
+    for (std::int64_t token = 0; token < t.shape.tokens; ++token)
+      t.output.at(token, 0) = float_to_bf16(bf16_to_float(t.output.at(token, 0)) * (1 + 0 * unused));
+  });
+  const CaseResult r = run_case(small_case(), backend, checking({CaseProperty::garbage}));
+  EXPECT_EQ(property_of(r, CaseProperty::garbage).disposition, Disposition::failed);
+  EXPECT_EQ(r.disposition, Disposition::failed);
+}
+
+TEST(Properties, AKernelThatChangesAfterItsSecondCallFailsDeterminism) {
+  int calls = 0;
+  FakeBackend backend([&calls](CaseTensors& t) {
+    correct(t);
+    if (++calls > 2) flip_low_bit(t, 4, 9);  // the probe call and the judged call are its first two
+  });
+  const CaseResult r = run_case(small_case(), backend, checking({CaseProperty::determinism}));
+  const PropertyResult& determinism = property_of(r, CaseProperty::determinism);
+  EXPECT_EQ(determinism.disposition, Disposition::failed);
+  EXPECT_EQ(determinism.detail.rfind("call 1 of 3 more on the same inputs differs from the judged call in 1 of 2560 "
+                                     "elements; first at [4, 9]",
+                                     0),
+            0u)
+      << determinism.detail;
+}
+
+TEST(Properties, ACaseFilesChecksAreJudgedWithoutTheCommandLine) {
+  FakeBackend backend(correct);
+  CaseSpec spec = small_case();
+  spec.checks = {CaseProperty::garbage};
+  const CaseResult r = run_case(spec, backend, checking({CaseProperty::determinism}));
+  ASSERT_EQ(r.properties.size(), 2u);
+  EXPECT_EQ(r.properties[0].property, CaseProperty::determinism);
+  EXPECT_EQ(r.properties[1].property, CaseProperty::garbage);
+}
+
+TEST(Properties, AreNotJudgedWhereTheCallItselfFailsOrNothingIsComputed) {
+  FakeBackend wrong([](CaseTensors& t) {
+    correct(t);
+    t.output.at(0, 0) = float_to_bf16(100.0f);
+  });
+  const CaseResult failed = run_case(small_case(), wrong, checking({CaseProperty::determinism}));
+  EXPECT_EQ(failed.disposition, Disposition::failed);
+  ASSERT_EQ(failed.properties.size(), 1u);
+  EXPECT_EQ(failed.properties[0].disposition, Disposition::skipped);
+  EXPECT_EQ(failed.properties[0].detail, "not judged: the case is failed");
+
+  FakeBackend backend(correct);
+  const CaseResult empty = run_case(default_case("empty", 0, 512, 2, 2), backend, checking({CaseProperty::garbage}));
+  EXPECT_EQ(empty.disposition, Disposition::passed);
+  ASSERT_EQ(empty.properties.size(), 1u);
+  EXPECT_EQ(empty.properties[0].disposition, Disposition::skipped);
+  EXPECT_EQ(empty.properties[0].detail, "T = 0: no row to compute");
+}
+
+TEST(Properties, TheBuiltInStandInsOfEveryBundledLayoutHaveEveryProperty) {
+  const LoadedCases loaded = load_cases({testing::source_path("cases/layouts.json")});
+  ASSERT_TRUE(loaded.errors.empty());
+  auto backend = make_cpu_backend(*parse_device_model("sm_90"), NativeImages{true, true});
+  for (const CaseSpec& spec : loaded.cases) {
+    const CaseResult r =
+        run_case(spec, *backend, checking({std::begin(kAllCaseProperties), std::end(kAllCaseProperties)}));
+    EXPECT_TRUE(meets_expectation(r.disposition)) << spec.name << ": " << r.detail;
+    for (const PropertyResult& p : r.properties)
+      EXPECT_TRUE(p.disposition == Disposition::passed || p.disposition == Disposition::skipped)
+          << spec.name << " " << to_string(p.property) << ": " << p.detail;
+  }
+}
+
 // On the GPU (ctest label gpu).
 
 TEST_F(Gpu, DeviceChecksReportWhatTheHostChecksReport) {

@@ -326,6 +326,22 @@ TEST_F(PythonBridge, CasesASignatureCannotTakeAreSkippedWithTheParameterItLacks)
 }
 
 // A parameter that cannot be bound is a usage error (exit 2) that names it.
+// run --check through the Python bridge: torch eager on the host has every property; a large-batch
+// path that rounds differently and a batch-wide reduction each fail theirs, and only theirs.
+TEST_F(PythonBridge, PropertiesAreJudgedThroughPython) {
+  for (const auto& [name, lacked] : {std::pair<std::string, std::string>{"attn_res_eager_any_stride", ""},
+                                     {"attn_res_batch_dependent", "batch-invariance"},
+                                     {"attn_res_leaks_garbage", "garbage"}}) {
+    const json r = run({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b2-delta-norm",
+                        "--kernel", function(name), "--check", "all"},
+                       lacked.empty() ? kExitOk : kExitUnmet);
+    ASSERT_EQ(r["cases"].size(), 1u);
+    ASSERT_EQ(r["cases"][0]["properties"].size(), 3u);
+    for (const json& p : r["cases"][0]["properties"])
+      EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed" : "passed") << name << " " << p["detail"];
+  }
+}
+
 TEST_F(PythonBridge, AParameterThatCannotBeBoundIsAUsageErrorNamingIt) {
   const std::string guard = testing::source_path("cases/guard.json");
   const std::string mix = function("fused_depth_mix");

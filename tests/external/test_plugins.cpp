@@ -279,6 +279,40 @@ TEST(Plugins, NumericsCasesCatchWhatOtherCasesCannot) {
 
 // +0.07 on every element is inside atol 8e-2, yet a correct bf16 kernel's errors average out:
 // the mean error against the reference's bf16 spacing tells them apart.
+// run --check all through the C ABI, in worker processes, on padded rows and a block-major view
+// too: the kernel that takes every stride has every property; one whose large-batch path rounds
+// its softmax weights (with more than one source) fails batch invariance only, and
+// one whose batch-wide reduction spreads a garbage row's NaN fails the garbage check only. Each
+// property is a testcase of its own in JUnit.
+TEST(Plugins, EachPropertyFailsTheKernelThatLacksItAndNoOther) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string(), junit = (dir.path() / "r.xml").string();
+  const std::map<std::string, std::string> lacks{
+      {"any_stride", ""}, {"depends_on_batch", "batch-invariance"}, {"leaks_garbage", "garbage"}};
+  for (const auto& [variant, lacked] : lacks) {
+    const CommandOutput out =
+        run_cli({"run", testing::source_path("cases/public.json"), testing::source_path("cases/layouts.json"),
+                 "--filter", "public-t3-b[1-3]*", "--filter", "view-prefix-column-slice", "--filter",
+                 "view-blocks-block-major-padded-offset", "--backend", "cpu", "--kernel", plugin(variant), "--check",
+                 "all", "--json", report, "--junit", junit});
+    EXPECT_EQ(out.exit_code, lacked.empty() ? kExitOk : kExitUnmet) << variant << out.text;
+    const json written = json::parse(read_file(report));
+    ASSERT_EQ(written["cases"].size(), 5u);
+    for (const json& c : written["cases"]) {
+      ASSERT_EQ(c["properties"].size(), 3u) << variant << " " << c["name"];
+      for (const json& p : c["properties"])
+        EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed" : "passed")
+            << variant << " " << c["name"] << " " << p["check"] << ": " << p["detail"];
+      EXPECT_EQ(c["disposition"], lacked.empty() ? "passed" : "failed") << variant << " " << c["name"];
+      if (!lacked.empty()) EXPECT_EQ(c["detail"].get<std::string>().rfind(lacked + ": ", 0), 0u) << c["detail"];
+    }
+    const std::string xml = read_file(junit);
+    const std::string name = written["cases"][0]["name"];
+    EXPECT_NE(xml.find("name=\"" + name + "[garbage]\""), std::string::npos) << xml.substr(0, 2000);
+    if (!lacked.empty()) EXPECT_NE(xml.find("name=\"" + name + "[" + lacked + "]\" time=\""), std::string::npos);
+  }
+}
+
 TEST(Plugins, ABiasInsideTheToleranceFails) {
   TempDir dir;
   const std::string report = (dir.path() / "r.json").string();
@@ -481,6 +515,33 @@ TEST_F(Gpu, LateWritesOnTheKernelsOwnStreamAreJudged) {
     EXPECT_EQ(c["disposition"], "failed") << c["name"] << ": " << c["detail"];
     EXPECT_GT(c["comparison"]["mismatched"].get<std::int64_t>(), c["comparison"]["total"].get<std::int64_t>() / 2)
         << c["name"];
+  }
+}
+
+// run --check all on the GPU: the built-in kernels the dispatcher picks, and the CUDA test kernel
+// that takes every stride, have every property; the kernel whose large-batch path rounds its
+// weights fails batch invariance only, and the one whose batch-wide reduction spreads NaN fails
+// the garbage check only.
+TEST_F(Gpu, PropertiesAreJudgedOnTheDevice) {
+  const std::vector<std::string> cases{testing::source_path("cases/public.json"), "--filter", "public-t17-b[1-4]*",
+                                       "--check", "all"};
+  const std::map<std::string, std::string> lacks{{"", ""},
+                                                 {cuda_plugin("ok"), ""},
+                                                 {cuda_plugin("depends_on_batch"), "batch-invariance"},
+                                                 {cuda_plugin("leaks_garbage"), "garbage"}};
+  for (const auto& [kernel, lacked] : lacks) {
+    std::vector<std::string> args{"run"};
+    args.insert(args.end(), cases.begin(), cases.end());
+    if (!kernel.empty()) args.insert(args.end(), {"--kernel", kernel});
+    const BinaryRun run = run_binary(args);
+    EXPECT_EQ(run.exit_code, lacked.empty() ? kExitOk : kExitUnmet) << kernel << run.output;
+    ASSERT_EQ(run.report["cases"].size(), 4u) << run.output;
+    for (const nlohmann::json& c : run.report["cases"]) {
+      ASSERT_EQ(c["properties"].size(), 3u) << kernel << " " << c["name"];
+      for (const nlohmann::json& p : c["properties"])
+        EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed" : "passed")
+            << kernel << " " << c["name"] << " " << p["check"] << ": " << p["detail"];
+    }
   }
 }
 

@@ -15,6 +15,12 @@ vLLM's signature (positional, returns the output):
                             as the seed's dispatch did (AttributeError on a torch without the op)
   attn_res_kills_its_process  SIGSEGV, as a native kernel that faults on the host does
   attn_res_hangs            never returns, as a kernel stuck on a barrier
+  attn_res_batch_dependent  torch eager on every stride, but from 256 tokens on its softmax weights
+                            are rounded to bf16 (as a large-batch path that keeps them in bf16):
+                            within tolerance, and a row's bits depend on the batch
+  attn_res_leaks_garbage    torch eager on every stride, times 1 + 0 * a sum over the whole batch
+                            (as a batch-wide amax for a quantization scale): a NaN or Inf in any
+                            row of the batch makes every row NaN
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager on every stride, the output's too (as FlashInfer's API)
 Other signatures, bound by name (--signature auto):
@@ -42,7 +48,7 @@ def _require_packed(prefix, delta, output_stride):
 
 
 def _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
-              output_norm_eps):
+              output_norm_eps, weights_in_bf16=False):
     p = prefix.clone() if delta is None else (prefix.float() + delta.float()).to(torch.bfloat16)
     prefix.copy_(p)
     if block_write_idx >= 0:
@@ -50,7 +56,10 @@ def _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight,
     sources = torch.cat([blocks[:, :num_blocks].float(), p.float().unsqueeze(1)], dim=1)
     gate = norm_weight.float() * qk_weight.float()
     logits = (sources * gate).sum(-1) * torch.rsqrt(sources.pow(2).mean(-1) + eps)
-    mixed = (torch.softmax(logits, dim=1).unsqueeze(-1) * sources).sum(1)
+    weights = torch.softmax(logits, dim=1)
+    if weights_in_bf16:
+        weights = weights.to(torch.bfloat16).float()
+    mixed = (weights.unsqueeze(-1) * sources).sum(1)
     if output_norm_weight is not None:
         mixed = mixed * torch.rsqrt(mixed.pow(2).mean(-1, keepdim=True) + output_norm_eps) * output_norm_weight.float()
     return mixed.to(torch.bfloat16)
@@ -67,6 +76,20 @@ def attn_res_eager_any_stride(prefix, delta, blocks, norm_weight, qk_weight, out
                               block_write_idx, eps, output_norm_eps):
     return _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
                      output_norm_eps)
+
+
+def attn_res_batch_dependent(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                             block_write_idx, eps, output_norm_eps):
+    return _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                     output_norm_eps, weights_in_bf16=prefix.shape[0] >= 256)
+
+
+def attn_res_leaks_garbage(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                           block_write_idx, eps, output_norm_eps):
+    batch_sum = prefix.float().abs().sum() if delta is None else (prefix.float() + delta.float()).abs().sum()
+    out = _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                    output_norm_eps)
+    return (out.float() * (1 + 0 * batch_sum)).to(torch.bfloat16)
 
 
 def attn_res_eager_hardcoded(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,

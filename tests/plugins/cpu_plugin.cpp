@@ -20,6 +20,12 @@
 //                               padding into the written block row's padding
 //   ATTNRES_PLUGIN_WRITES_CANARY  takes every stride, and writes 0x40a5 (the judged call's canary)
 //                               just before the output and after each padded prefix row
+//   ATTNRES_PLUGIN_DEPENDS_ON_BATCH  takes every stride, and from 256 tokens on rounds its softmax
+//                               weights to bf16 (a large-batch path): within tolerance, and a row's
+//                               bits depend on the batch
+//   ATTNRES_PLUGIN_LEAKS_GARBAGE  takes every stride, and scales every output by 1 + 0 * a sum over
+//                               the whole batch's p (a batch-wide amax for a quantization scale):
+//                               a NaN or Inf in any row makes every row NaN
 //   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
 //   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
 //   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
@@ -103,6 +109,16 @@ int run(const AttnResKernelCall* c) {
   const float eps = float(c->eps), output_norm_eps = float(c->output_norm_eps);
 #endif
   const std::int64_t block_token = c->blocks->strides[0], block_row = c->blocks->strides[1];
+#if defined(ATTNRES_PLUGIN_LEAKS_GARBAGE)
+  float batch_sum = 0;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < hidden; ++h)
+      batch_sum += std::fabs(load(c->prefix, t * row_stride(c->prefix) + h) +
+                             (c->delta ? load(c->delta, t * row_stride(c->delta) + h) : 0.0f));
+  const float batch_scale = 1 + 0 * batch_sum;
+#else
+  const float batch_scale = 1;
+#endif
   const int sources = int(c->num_blocks) + 1;
   std::vector<float> gate(hidden), mixed(hidden), logits(sources);
   for (std::int64_t h = 0; h < hidden; ++h) gate[h] = load(c->norm_weight, h) * load(c->qk_weight, h);
@@ -148,6 +164,15 @@ int run(const AttnResKernelCall* c) {
     }
     float total = 0;
     for (int s = 0; s < sources; ++s) total += (logits[s] = std::exp(logits[s] - max_logit));
+#if defined(ATTNRES_PLUGIN_DEPENDS_ON_BATCH)
+    if (tokens >= 256) {
+      for (int s = 0; s < sources; ++s) {
+        const std::uint32_t wide = std::uint32_t(round_bf16(logits[s] / total)) << 16;
+        std::memcpy(&logits[s], &wide, 4);
+      }
+      total = 1;
+    }
+#endif
     for (std::int64_t h = 0; h < hidden; ++h) {
       mixed[h] = 0;
       for (int s = 0; s < sources; ++s) mixed[h] += logits[s] / total * source(s, h);
@@ -165,7 +190,7 @@ int run(const AttnResKernelCall* c) {
 #elif defined(ATTNRES_PLUGIN_BIASED)
       const float value = mixed[h] * scale * weight + 0.07f;
 #else
-      const float value = mixed[h] * scale * weight;
+      const float value = mixed[h] * scale * weight * batch_scale;
 #endif
       store(c->output, t * row_stride(c->output) + h, round_bf16(value));
     }

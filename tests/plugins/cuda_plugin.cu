@@ -9,6 +9,10 @@
 // ATTNRES_PLUGIN_CUDA_LATE_WRITER computes correctly on the stream it is given, then queues on a
 // non-blocking stream of its own a kernel that waits about 50 ms and adds 1 to every output
 // element: a tool that judges before every stream is done calls it correct.
+// ATTNRES_PLUGIN_CUDA_DEPENDS_ON_BATCH rounds its softmax weights to bf16 from 256 tokens on (a
+// large-batch path): within tolerance, and a row's bits depend on the batch.
+// ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE scales every output by 1 + 0 * a sum of |p| over the whole
+// batch (a batch-wide amax for a quantization scale): a NaN or Inf in any row makes every row NaN.
 #include <attnres/kernel_abi.h>
 
 #include <cuda_bf16.h>
@@ -46,6 +50,29 @@ struct Operands {
   long long hidden;
 };
 
+#if defined(ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE)
+__device__ float batch_sum;
+
+// batch_sum += |prefix + delta| over the block's token: the batch-wide reduction every row then reads.
+__global__ void batch_sum_kernel(Operands o) {
+  __shared__ float scratch[kThreads / 32];
+  const long long t = blockIdx.x;
+  float sum = 0;
+  for (long long h = threadIdx.x; h < o.hidden; h += kThreads)
+    sum += fabsf(load(o.prefix, t * o.prefix_row + h) + (o.has_delta ? load(o.delta, t * o.delta_row + h) : 0.0f));
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) atomicAdd(&batch_sum, sum);
+}
+#endif
+
+// A softmax weight as this kernel uses it.
+__device__ float weight_of(float weight) {
+#if defined(ATTNRES_PLUGIN_CUDA_DEPENDS_ON_BATCH)
+  if (gridDim.x >= 256) return __bfloat162float(__float2bfloat16_rn(weight));
+#endif
+  return weight;
+}
+
 __global__ void attn_res_kernel(Operands o) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float logits[kMaxSources];
@@ -81,7 +108,7 @@ __global__ void attn_res_kernel(Operands o) {
   float squares = 0;
   for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
     float mixed = 0;
-    for (int s = 0; s < sources; ++s) mixed += __expf(logits[s] - max_logit) / total * source(s, h);
+    for (int s = 0; s < sources; ++s) mixed += weight_of(__expf(logits[s] - max_logit) / total) * source(s, h);
     squares += mixed * mixed;
   }
   const float scale =
@@ -89,9 +116,13 @@ __global__ void attn_res_kernel(Operands o) {
   auto* output = reinterpret_cast<__nv_bfloat16*>(o.output.data) + t * o.output_row;
   for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
     float mixed = 0;
-    for (int s = 0; s < sources; ++s) mixed += __expf(logits[s] - max_logit) / total * source(s, h);
+    for (int s = 0; s < sources; ++s) mixed += weight_of(__expf(logits[s] - max_logit) / total) * source(s, h);
     const float weight = o.has_output_norm ? load(o.output_norm_weight, h) : 1.0f;
+#if defined(ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE)
+    output[h] = __float2bfloat16_rn(mixed * scale * weight * (1 + 0 * batch_sum));
+#else
     output[h] = __float2bfloat16_rn(mixed * scale * weight);
+#endif
   }
 #if defined(ATTNRES_PLUGIN_CUDA_OUT_OF_BOUNDS)
   if (t == gridDim.x - 1 && threadIdx.x == 0) output[o.output_row] = __float2bfloat16_rn(1.0f);
@@ -150,6 +181,15 @@ extern "C" int attnres_kernel(const AttnResKernelCall* c) {
   o.hidden = hidden;
   const long long tokens = c->prefix->shape[0];
   if (tokens == 0) return ATTNRES_KERNEL_OK;
+#if defined(ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE)
+  void* sum = nullptr;
+  if (cudaGetSymbolAddress(&sum, batch_sum) != cudaSuccess ||
+      cudaMemsetAsync(sum, 0, sizeof(float), static_cast<cudaStream_t>(c->stream)) != cudaSuccess) {
+    std::snprintf(c->error, c->error_capacity, "batch sum: %s", cudaGetErrorString(cudaGetLastError()));
+    return ATTNRES_KERNEL_FAILED;
+  }
+  batch_sum_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
+#endif
   attn_res_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
 #if defined(ATTNRES_PLUGIN_CUDA_LATE_WRITER)
   static cudaStream_t own = [] {

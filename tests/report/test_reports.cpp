@@ -40,6 +40,18 @@ std::vector<CaseResult> sample() {
   return {passed, failed, skipped, broken};
 }
 
+// sample() and a case whose garbage property failed.
+std::vector<CaseResult> sample_with_properties() {
+  std::vector<CaseResult> results = sample();
+  CaseResult checked = results[0];
+  checked.name = "checked";
+  checked.disposition = Disposition::failed;
+  checked.properties = {{CaseProperty::determinism, Disposition::passed, "3 more calls", 0.25},
+                        {CaseProperty::garbage, Disposition::failed, "rows 1..5 change", 0.5}};
+  results.insert(results.begin() + 2, checked);
+  return results;
+}
+
 const RunContext kContext{"cpu", "modelled sm_90 (sm_90)", {"sm_90a"}, "run cases"};
 
 TEST(Reports, SummaryCountsEveryDisposition) {
@@ -141,12 +153,17 @@ TEST(Reports, AReportReadsBackAsWritten) {
                      "ci-7",
                      "2/3"};
   const std::vector<CaseLoadError> errors = {{"cases/c.json", "/T", "must be an integer"}};
-  const LoadedReport back = report_from_json(report_json(sample(), errors, context));
-  EXPECT_EQ(report_json(back.results, back.load_errors, back.context), report_json(sample(), errors, context));
+  const LoadedReport back = report_from_json(report_json(sample_with_properties(), errors, context));
+  EXPECT_EQ(report_json(back.results, back.load_errors, back.context),
+            report_json(sample_with_properties(), errors, context));
   EXPECT_EQ(back.context.shard, "2/3");
+  ASSERT_EQ(back.results[2].properties.size(), 2u);
+  EXPECT_EQ(back.results[2].properties[1].property, CaseProperty::garbage);
+  EXPECT_EQ(back.results[2].properties[1].disposition, Disposition::failed);
+  EXPECT_EQ(back.results[2].properties[1].detail, "rows 1..5 change");
   EXPECT_EQ(back.context.case_roots, std::vector<std::string>{"cases"});
 
-  nlohmann::json broken = report_json(sample(), errors, context);
+  nlohmann::json broken = report_json(sample_with_properties(), errors, context);
   broken["cases"][1]["disposition"] = "fine";
   try {
     report_from_json(broken);
@@ -155,10 +172,32 @@ TEST(Reports, AReportReadsBackAsWritten) {
     EXPECT_EQ(e.pointer(), "/cases/1");
     EXPECT_NE(std::string(e.what()).find("unknown disposition \"fine\""), std::string::npos) << e.what();
   }
-  broken = report_json(sample(), errors, context);
+  broken = report_json(sample_with_properties(), errors, context);
+  broken["cases"][2]["properties"][1]["check"] = "speed";
+  try {
+    report_from_json(broken);
+    FAIL() << "an unknown check read back";
+  } catch (const JsonInputError& e) {
+    EXPECT_EQ(e.pointer(), "/cases/2");
+    EXPECT_NE(std::string(e.what()).find("properties: unknown check \"speed\""), std::string::npos) << e.what();
+  }
+  broken = report_json(sample_with_properties(), errors, context);
   broken.erase("hostname");
   EXPECT_THROW(report_from_json(broken), JsonInputError);
   EXPECT_THROW(report_from_json(nlohmann::json::array()), JsonInputError);
+}
+
+TEST(Reports, EachPropertyIsAJunitTestcaseAndACsvCell) {
+  const std::string xml = junit_xml(sample_with_properties(), {}, kContext);
+  EXPECT_NE(xml.find("<testcase classname=\"attnres-check.cases/a.json\" name=\"checked[determinism]\""),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("name=\"checked[garbage]\" time=\"0.500\">\n      <failure type=\"failed\" "
+                     "message=\"rows 1..5 change\">"),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("tests=\"7\" failures=\"3\""), std::string::npos) << xml;  // 5 cases, 2 properties
+  EXPECT_NE(results_csv(sample_with_properties(), {}).find(",determinism=passed;garbage=failed,"), std::string::npos);
 }
 
 // merge joins the reports of --shard k/n jobs into the report of one unsharded run.

@@ -153,6 +153,7 @@ CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArgument
                 "run an external kernel in this process rather than a worker process (for a debugger; a crash "
                 "then ends the run)");
   add_timeout_option(command, common.backend);
+  add_check_option(command, common.properties);
   auto devices = std::make_shared<std::string>();
   run->add_option("--devices", *devices,
                   "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "

@@ -15,25 +15,6 @@ namespace attnres {
 
 namespace {
 
-// The strides of `st` for the sizes of `to` instead of `from`, each dimension keeping its
-// padding (the elements past what the next smaller dimension reaches), so that a stride bug
-// keeps its shape; the blocks keep which of their dimensions is outer.
-AttnResStrides resized_strides(AttnResStrides st, const AttnResShape& from, const AttnResShape& to) {
-  auto rows = [&](std::int64_t stride) { return std::max<std::int64_t>(stride - from.hidden, 0) + to.hidden; };
-  st.prefix = rows(st.prefix);
-  st.delta = rows(st.delta);
-  st.output = rows(st.output);
-  const bool token_outer = st.blocks_token >= st.blocks_row;
-  std::int64_t& minor = token_outer ? st.blocks_row : st.blocks_token;
-  std::int64_t& major = token_outer ? st.blocks_token : st.blocks_row;
-  const std::int64_t minor_from = token_outer ? from.max_blocks : from.tokens;
-  const std::int64_t minor_to = token_outer ? to.max_blocks : to.tokens;
-  const std::int64_t major_padding = major - minor_from * minor;
-  minor = rows(minor);
-  major = std::max(minor_to * minor + major_padding, std::max<std::int64_t>(minor_to - 1, 0) * minor + to.hidden);
-  return st;
-}
-
 // Smaller variants of a case, most aggressive first; each is still a valid case.
 std::vector<std::pair<std::string, CaseSpec>> reductions(const CaseSpec& c) {
   std::vector<std::pair<std::string, CaseSpec>> out;
