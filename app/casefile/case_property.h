@@ -12,16 +12,18 @@ enum class CaseProperty {
   determinism,       // the same call, repeated, gives the same bits
   batch_invariance,  // a row's bits do not depend on the batch's size or the row's place in it
   garbage,           // NaN, Inf and huge values in other rows, padding and unused blocks change no judged row
+  stream,            // called on a non-blocking stream whose earlier work writes the inputs late, it waits for them
 };
 
 inline constexpr CaseProperty kAllCaseProperties[] = {CaseProperty::determinism, CaseProperty::batch_invariance,
-                                                      CaseProperty::garbage};
+                                                      CaseProperty::garbage, CaseProperty::stream};
 
 inline const char* to_string(CaseProperty property) {
   switch (property) {
     case CaseProperty::determinism: return "determinism";
     case CaseProperty::batch_invariance: return "batch-invariance";
     case CaseProperty::garbage: return "garbage";
+    case CaseProperty::stream: return "stream";
   }
   return "?";
 }
@@ -32,7 +34,7 @@ inline std::optional<CaseProperty> parse_case_property(const std::string& name) 
   return std::nullopt;
 }
 
-// "determinism, batch-invariance, garbage": what an error lists as the names there are.
+// "determinism, batch-invariance, garbage, stream": what an error lists as the names there are.
 inline std::string case_property_names() {
   std::string names;
   for (const CaseProperty property : kAllCaseProperties)

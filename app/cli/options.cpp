@@ -221,7 +221,7 @@ void add_check_option(CommandOptions& command, std::vector<CaseProperty>& proper
   auto words = std::make_shared<std::vector<std::string>>();
   command.app()->add_option("--check", *words,
                             "also judge these properties of the kernel on every case, each in its own calls: "
-                            "determinism, batch-invariance, garbage, or all (comma-separated or repeated)");
+                            "determinism, batch-invariance, garbage, stream, or all (comma-separated or repeated)");
   command.after_parse([words, &properties] { properties = parse_check_option(*words); });
 }
 

@@ -76,6 +76,13 @@ class CaseWorkspace {
   // After the kernel refused: every element of every tensor as it was before the call (the
   // output still poison), or a violation per tensor.
   virtual ExactnessReport check_untouched() = 0;
+  // The call made on a non-blocking stream of the workspace's own, whose earlier work holds the
+  // inputs' elements at kCanaryBits for about kLateInputsMicroseconds and only then writes the
+  // inputs as made: a kernel that launches on any other stream reads the stale values. Why it
+  // cannot be made here, if it cannot (a host workspace has no streams). Throws as run_kernel does.
+  virtual std::optional<std::string> run_kernel_behind_late_inputs(KernelEntry& kernel,
+                                                                   const LaunchOptions& options) = 0;
+  static constexpr int kLateInputsMicroseconds = 50000;
   // A host copy of the output tensor as it is now (its padding and guards included).
   virtual HostTensor output() = 0;
   // Host copies for a repro bundle; only where the workspace was made to keep them, and last.

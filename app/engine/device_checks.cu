@@ -358,6 +358,19 @@ __global__ void first_non_finite_kernel(const double* values, std::int64_t count
 
 }  // namespace
 
+namespace {
+
+__global__ void delay_kernel(int microseconds) {
+  for (int slept = 0; slept < microseconds; slept += 1000) __nanosleep(1000000);
+}
+
+}  // namespace
+
+void delay_on_device(int microseconds, cudaStream_t stream) {
+  delay_kernel<<<1, 1, 0, stream>>>(microseconds);
+  ATTNRES_CHECK_LAUNCH("delay_kernel");
+}
+
 void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaStream_t stream) {
   if (count == 0) return;
   fill_kernel<<<grid_for(count), kThreads, 0, stream>>>(data, count, value);

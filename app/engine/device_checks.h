@@ -42,6 +42,9 @@ struct ResidualSources {
 };
 
 void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaStream_t stream);
+
+// One thread that sleeps about `microseconds` on `stream`: what comes after it there waits.
+void delay_on_device(int microseconds, cudaStream_t stream);
 // The logical elements of a strided tensor.
 void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaStream_t stream);
 

@@ -22,6 +22,15 @@ constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t(64) << 20;
 
 constexpr std::size_t kOutput = 6;  // CaseTensors::all() index of the output; 0..5 are InputTensor's
 
+// A non-blocking stream for one call, destroyed after it.
+struct SideStream {
+  SideStream() { ATTNRES_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+  ~SideStream() { cudaStreamDestroy(stream); }
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  cudaStream_t stream = nullptr;
+};
+
 class DeviceWorkspace : public CaseWorkspace {
  public:
   DeviceWorkspace(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts, bool& usable)
@@ -124,6 +133,32 @@ class DeviceWorkspace : public CaseWorkspace {
   ExactnessReport check() override { return check_roles(tensor_role, false); }
 
   ExactnessReport check_untouched() override { return check_roles(untouched_role, true); }
+
+  std::optional<std::string> run_kernel_behind_late_inputs(KernelEntry& kernel, const LaunchOptions& options) override {
+    guarded([&] {
+      std::vector<DeviceBuffer<bf16_bits>> made;
+      for (std::size_t i = 0; i < kOutput; ++i) {
+        made.emplace_back(storage_[i].size());
+        ATTNRES_CUDA_CHECK(
+            cudaMemcpy(made.back().get(), storage_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
+        fill_on_device(storage_[i].get(), layouts_[i].storage_elements(), kCanaryBits, nullptr);
+      }
+      ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      SideStream side;
+      delay_on_device(kLateInputsMicroseconds, side.stream);
+      for (std::size_t i = 0; i < kOutput; ++i)
+        ATTNRES_CUDA_CHECK(cudaMemcpyAsync(storage_[i].get(), made[i].get(), storage_[i].bytes(),
+                                           cudaMemcpyDeviceToDevice, side.stream));
+      try {
+        kernel.launch(args(), options, side.stream);
+      } catch (const KernelRejection&) {
+        ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+        throw;
+      }
+      ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+    });
+    return std::nullopt;
+  }
 
   HostTensor output() override {
     HostTensor host = make_tensor(layouts_[kOutput]);

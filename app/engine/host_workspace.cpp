@@ -71,6 +71,10 @@ class HostWorkspace : public CaseWorkspace {
 
   ExactnessReport check_untouched() override { return attnres::check_untouched(tensors_, inputs_); }
 
+  std::optional<std::string> run_kernel_behind_late_inputs(KernelEntry&, const LaunchOptions&) override {
+    return std::string("the CPU backend's kernels take host operands, and have no streams");
+  }
+
   HostTensor output() override { return tensors_.output; }
 
   CaseArtifacts take_artifacts() override {

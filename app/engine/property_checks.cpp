@@ -109,13 +109,13 @@ PropertyResult judge_determinism(const CaseSpec& spec, const HostTensor& judged,
   PropertyResult result;
   result.property = CaseProperty::determinism;
   for (int k = 1; k <= kRepeatedCalls; ++k) {
-    const VariantCall again = call(spec, replayed);
+    const VariantCall again = call(spec, replayed, VariantLaunch::as_judged);
     if (again.outcome == VariantCall::Outcome::not_run) {
       result.disposition = Disposition::not_run;
       result.detail = "not run: " + again.reason;
       return result;
     }
-    if (again.outcome == VariantCall::Outcome::refused) {
+    if (again.outcome == VariantCall::Outcome::refused || again.outcome == VariantCall::Outcome::unavailable) {
       result.disposition = Disposition::failed;
       result.detail =
           fmt::format("call {} of {} more refused what the judged call computed: {}", k, kRepeatedCalls, again.reason);
@@ -149,10 +149,10 @@ PropertyResult judge_batch_invariance(const CaseSpec& spec, const HostTensor& ju
   auto differs = [&](const RowsDifference& d, std::int64_t rows, const std::string& where) {
     result.disposition = Disposition::failed;
     result.detail = fmt::format(
-        "row {} of the case's batch of {} differs {}: {} elements differ over the {} row{} compared; first at column "
-        "{}: {} in the batch of {}, {} there",
-        d.row, tokens, where, d.count, rows, rows == 1 ? "" : "s", d.column, bits_text(d.judged), tokens,
-        bits_text(d.now));
+        "row {} of the case's batch of {} differs {}: {} element{} of the {} row{} compared differ{}; first at "
+        "column {}: {} in the batch of {}, {} there",
+        d.row, tokens, where, d.count, d.count == 1 ? "" : "s", rows, rows == 1 ? "" : "s", d.count == 1 ? "s" : "",
+        d.column, bits_text(d.judged), tokens, bits_text(d.now));
   };
   for (const std::int64_t size : sizes) {
     if (size < 1 || size == tokens || size > kMaxTokens) continue;
@@ -161,7 +161,7 @@ PropertyResult judge_batch_invariance(const CaseSpec& spec, const HostTensor& ju
       not_judged.push_back(fmt::format("T = {} ({})", size, violation->message));
       continue;
     }
-    const VariantCall other = call(variant, nullptr);
+    const VariantCall other = call(variant, nullptr, VariantLaunch::as_judged);
     if (other.outcome != VariantCall::Outcome::computed) {
       not_judged.push_back(fmt::format("T = {} ({})", size, other.reason));
       continue;
@@ -184,7 +184,7 @@ PropertyResult judge_batch_invariance(const CaseSpec& spec, const HostTensor& ju
                                    return tensors;
                                  },
                                  0};
-    const VariantCall other = call(variant, &moved_rows);
+    const VariantCall other = call(variant, &moved_rows, VariantLaunch::as_judged);
     if (other.outcome != VariantCall::Outcome::computed) {
       not_judged.push_back(fmt::format("rows moved {} later ({})", shift, other.reason));
       continue;
@@ -237,13 +237,13 @@ PropertyResult judge_garbage(const CaseSpec& spec, const VariantCaller& call) {
                                    return tensors;
                                  },
                                  0};
-  const VariantCall clean = call(variant, &clean_fill);
+  const VariantCall clean = call(variant, &clean_fill, VariantLaunch::as_judged);
   if (clean.outcome != VariantCall::Outcome::computed) {
     result.disposition = clean.outcome == VariantCall::Outcome::not_run ? Disposition::not_run : Disposition::skipped;
     result.detail = fmt::format("the batch of {} rows it needs was not computed: {}", tokens, clean.reason);
     return result;
   }
-  const VariantCall dirty = call(variant, &garbage_fill);
+  const VariantCall dirty = call(variant, &garbage_fill, VariantLaunch::as_judged);
   const std::string garbage_text = fmt::format(
       "with NaN, ±Inf and ±3.0e38 in rows 0, {} and {} of a batch of {}, in every padding element and in the "
       "blocks past num_blocks",
@@ -253,7 +253,7 @@ PropertyResult judge_garbage(const CaseSpec& spec, const VariantCaller& call) {
     result.detail = "not run: " + dirty.reason;
     return result;
   }
-  if (dirty.outcome == VariantCall::Outcome::refused) {
+  if (dirty.outcome != VariantCall::Outcome::computed) {
     result.disposition = Disposition::failed;
     result.detail = fmt::format("{}, the kernel refused the batch it computes with finite values there: {}",
                                 garbage_text, dirty.reason);
@@ -271,6 +271,45 @@ PropertyResult judge_garbage(const CaseSpec& spec, const VariantCaller& call) {
   result.disposition = Disposition::passed;
   result.detail = fmt::format("{}, the {} rows between them are bit-identical to the same batch with generated values",
                               garbage_text, judged_rows);
+  return result;
+}
+
+// Stream: the case called on a non-blocking stream whose earlier work writes the inputs late.
+PropertyResult judge_stream(const CaseSpec& spec, const HostTensor& judged, const VariantCaller& call,
+                            const InputSource* replayed) {
+  PropertyResult result;
+  result.property = CaseProperty::stream;
+  const std::string how = fmt::format("called on a non-blocking stream whose earlier work writes the inputs {} ms late",
+                                      CaseWorkspace::kLateInputsMicroseconds / 1000);
+  const VariantCall late = call(spec, replayed, VariantLaunch::behind_late_inputs);
+  switch (late.outcome) {
+    case VariantCall::Outcome::not_run:
+      result.disposition = Disposition::not_run;
+      result.detail = "not run: " + late.reason;
+      return result;
+    case VariantCall::Outcome::unavailable:
+      result.disposition = Disposition::skipped;
+      result.detail = late.reason;
+      return result;
+    case VariantCall::Outcome::refused:
+      result.disposition = Disposition::failed;
+      result.detail =
+          fmt::format("{}, the kernel refused what it computed on the default stream: {}", how, late.reason);
+      return result;
+    case VariantCall::Outcome::computed: break;
+  }
+  const RowsDifference d = rows_difference(judged, 0, late.output, 0, spec.shape.tokens);
+  if (d.count) {
+    result.disposition = Disposition::failed;
+    result.detail = fmt::format(
+        "{}, {} of {} elements differ from the judged call's; first at [{}, {}]: {} in the judged call, {} there; "
+        "a kernel launched on another stream (the legacy default stream, or one of its own that does not wait "
+        "for the one it is given) reads the inputs before they are written",
+        how, d.count, spec.shape.tokens * spec.shape.hidden, d.row, d.column, bits_text(d.judged), bits_text(d.now));
+    return result;
+  }
+  result.disposition = Disposition::passed;
+  result.detail = how + ", it gave the judged call's bits";
   return result;
 }
 
@@ -294,6 +333,8 @@ std::vector<PropertyResult> judge_properties(const CaseSpec& spec, const std::ve
         result.detail = "T = 0: no row to compute";
       } else if (property == CaseProperty::determinism) {
         result = judge_determinism(spec, judged_output, call, replayed);
+      } else if (property == CaseProperty::stream) {
+        result = judge_stream(spec, judged_output, call, replayed);
       } else if (replayed) {
         result.disposition = Disposition::skipped;
         result.detail = "the inputs are replayed from a file: other batches are made from the case's seed only";

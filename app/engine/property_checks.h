@@ -24,12 +24,17 @@ struct PropertyResult {
   double seconds = 0;
 };
 
+// How a variant call is made: as the judged call, or on a stream of its own behind late inputs
+// (CaseWorkspace::run_kernel_behind_late_inputs).
+enum class VariantLaunch { as_judged, behind_late_inputs };
+
 // One more call of the case's kernel, on a variant of the case: its output, or why it made none.
 struct VariantCall {
   enum class Outcome {
     computed,
-    refused,  // the kernel refused it, or cannot take it (the variant is not judged)
-    not_run,  // over the memory budget
+    refused,      // the kernel refused it, or declares it cannot take it
+    unavailable,  // the backend cannot make the call so (no streams on the host)
+    not_run,      // over the memory budget
   };
   Outcome outcome = Outcome::computed;
   HostTensor output;
@@ -37,7 +42,8 @@ struct VariantCall {
 };
 // Calls the kernel on `variant`, its inputs generated from its seed or made by `inputs`. Throws
 // as a kernel that fails does.
-using VariantCaller = std::function<VariantCall(const CaseSpec& variant, const InputSource* inputs)>;
+using VariantCaller =
+    std::function<VariantCall(const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch)>;
 
 // Where the kernel changes how it computes a batch, by T (the native kernel's plan bounds for the
 // case's blocks and H): batch invariance is judged on both sides of each.

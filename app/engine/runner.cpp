@@ -300,7 +300,7 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
 }
 
 // One more call of the kernel the case's selection makes for `variant`.
-VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Backend& backend,
+VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch, Backend& backend,
                          const RunOptions& options, bool layout_guard) {
   VariantCall call;
   const Selection selection = select_kernel(variant, backend, options, layout_guard);
@@ -321,7 +321,13 @@ VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Bac
   if (!backend.usable()) throw std::runtime_error(kContextLost);
   const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(variant, inputs, false);
   try {
-    workspace->run_kernel(*selection.kernel, selection.launch);
+    if (launch == VariantLaunch::as_judged) {
+      workspace->run_kernel(*selection.kernel, selection.launch);
+    } else if (const auto why = workspace->run_kernel_behind_late_inputs(*selection.kernel, selection.launch)) {
+      call.outcome = VariantCall::Outcome::unavailable;
+      call.reason = *why;
+      return call;
+    }
   } catch (const KernelRejection& e) {
     call.reason = "refused with " + quoted_literal(e.what());
     return call;
@@ -343,8 +349,8 @@ void judge_case_properties(const CaseSpec& spec, Backend& backend, const RunOpti
         unjudged_properties(asked, fmt::format("not judged: the case is {}", to_string(result.disposition)));
     return;
   }
-  const VariantCaller call = [&](const CaseSpec& variant, const InputSource* inputs) {
-    return call_variant(variant, inputs, backend, options, result.layout_guard);
+  const VariantCaller call = [&](const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch) {
+    return call_variant(variant, inputs, launch, backend, options, result.layout_guard);
   };
   result.properties = judge_properties(spec, asked, *judged_output, call, inputs);
   std::vector<std::string> failed, errors, not_run;

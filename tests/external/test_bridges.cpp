@@ -336,9 +336,12 @@ TEST_F(PythonBridge, PropertiesAreJudgedThroughPython) {
                         "--kernel", function(name), "--check", "all"},
                        lacked.empty() ? kExitOk : kExitUnmet);
     ASSERT_EQ(r["cases"].size(), 1u);
-    ASSERT_EQ(r["cases"][0]["properties"].size(), 3u);
-    for (const json& p : r["cases"][0]["properties"])
-      EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed" : "passed") << name << " " << p["detail"];
+    ASSERT_EQ(r["cases"][0]["properties"].size(), 4u);
+    for (const json& p : r["cases"][0]["properties"])  // no streams on the host
+      EXPECT_EQ(p["disposition"], p["check"] == lacked     ? "failed"
+                                  : p["check"] == "stream" ? "skipped"
+                                                           : "passed")
+          << name << " " << p["detail"];
   }
 }
 
@@ -385,6 +388,12 @@ TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
                   "--torch-library", ATTNRES_TORCH_TEST_OPS});
   EXPECT_EQ(full.exit_code, kExitOk) << full.output;
   EXPECT_EQ(full.report["summary"]["by_disposition"]["passed"], 36);
+  // The op on the stream it is given: behind late inputs it waits for them.
+  const BinaryRun streamed = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                         "--kernel", "torch-op:attnres_test::attn_res_full", "--torch-library",
+                                         ATTNRES_TORCH_TEST_OPS, "--check", "stream"});
+  EXPECT_EQ(streamed.exit_code, kExitOk) << streamed.output;
+  for (const auto& c : streamed.report["cases"]) EXPECT_EQ(c["properties"][0]["disposition"], "passed") << c;
   const BinaryRun seed = run_binary({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
                                      "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", "--torch-library",
                                      ATTNRES_TORCH_TEST_OPS, "--profile", "vllm-op"});
@@ -417,6 +426,13 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
     EXPECT_EQ(run.exit_code, kExitOk) << function << run.output;
     EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 0) << function;
   }
+  // A Triton kernel on the stream the bridge makes current: behind late inputs it waits for them.
+  const BinaryRun streamed =
+      run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                  "python:attnres_python_test:attn_res_triton", "--check", "stream,determinism"});
+  EXPECT_EQ(streamed.exit_code, kExitOk) << streamed.output;
+  for (const auto& c : streamed.report["cases"])
+    for (const auto& p : c["properties"]) EXPECT_EQ(p["disposition"], "passed") << c["name"] << p;
   // The seed's dispatch without the op-existence check, on a torch without vLLM's op.
   const BinaryRun missing =
       run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",

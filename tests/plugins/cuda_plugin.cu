@@ -9,6 +9,8 @@
 // ATTNRES_PLUGIN_CUDA_LATE_WRITER computes correctly on the stream it is given, then queues on a
 // non-blocking stream of its own a kernel that waits about 50 ms and adds 1 to every output
 // element: a tool that judges before every stream is done calls it correct.
+// ATTNRES_PLUGIN_CUDA_DEFAULT_STREAM launches on the legacy default stream, not the one it is given:
+// right whenever the inputs are ready before the call, wrong when the given stream writes them.
 // ATTNRES_PLUGIN_CUDA_DEPENDS_ON_BATCH rounds its softmax weights to bf16 from 256 tokens on (a
 // large-batch path): within tolerance, and a row's bits depend on the batch.
 // ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE scales every output by 1 + 0 * a sum of |p| over the whole
@@ -190,7 +192,11 @@ extern "C" int attnres_kernel(const AttnResKernelCall* c) {
   }
   batch_sum_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
 #endif
+#if defined(ATTNRES_PLUGIN_CUDA_DEFAULT_STREAM)
+  attn_res_kernel<<<unsigned(tokens), kThreads>>>(o);
+#else
   attn_res_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
+#endif
 #if defined(ATTNRES_PLUGIN_CUDA_LATE_WRITER)
   static cudaStream_t own = [] {
     cudaStream_t s = nullptr;

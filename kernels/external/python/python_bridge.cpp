@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -41,7 +42,15 @@ def bind_or_why(function, signature):
     return binding, binding.limits()
 
 
-def call(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps):
+def call(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, stream):
+    """The call on torch's current stream, made the CUDA stream `stream` where it is not 0."""
+    if not stream:
+        return call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        return call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
+
+
+def call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps):
     names = ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight", "output")
     values = {name: None if c is None else torch.utils.dlpack.from_dlpack(c) for name, c in zip(names, capsules)}
     values.update(num_blocks=num_blocks, block_write_idx=block_write_idx, eps=eps, output_norm_eps=output_norm_eps)
@@ -319,12 +328,7 @@ PyObject* capsule_of(const DLTensor* tensor) {
 
 int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report) {
   const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
-  // Python code launches on torch's current stream, the legacy default stream unless it sets
-  // another: the tool launches there too.
-  if (call->stream) {
-    copy_text(report->message, report->message_capacity, "the Python bridge launches on the default stream only");
-    return ATTNRES_KERNEL_FAILED;
-  }
+  // Python code launches on torch's current stream: the glue makes the call's stream current.
   Gil gil;
   PyObject* capsules = PyTuple_New(7);
   const DLTensor* operands[7] = {call->prefix,      call->delta,     call->blocks,
@@ -337,9 +341,10 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
     if (built) PyTuple_SET_ITEM(capsules, i, capsule);  // steals the reference
   }
   PyObject* result =
-      built ? PyObject_CallFunction(kernel.glue_call, "OOLLdd", kernel.binding, capsules,
+      built ? PyObject_CallFunction(kernel.glue_call, "OOLLddK", kernel.binding, capsules,
                                     static_cast<long long>(call->num_blocks),
-                                    static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps)
+                                    static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps,
+                                    static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(call->stream)))
             : nullptr;
   Py_XDECREF(capsules);
   if (result) {

@@ -14,6 +14,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Type.h>
+// Built against a torch with CUDA (CMake defines ATTNRES_TORCH_HAS_CUDA), the bridge launches
+// ops on the stream it is given; a torch without CUDA has no CUDA ops to launch.
+#if ATTNRES_TORCH_HAS_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "kernels/external/bridge_abi.h"
 #include "kernels/external/bridge_text.h"
@@ -191,13 +197,20 @@ at::Tensor wrap(const DLTensor* t) {
 
 int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report) {
   const TorchOp& op = *static_cast<const TorchOp*>(handle);
-  // The op runs on torch's current stream, the legacy default stream unless someone set
-  // another: the tool launches there too.
+#if !ATTNRES_TORCH_HAS_CUDA
   if (call->stream) {
-    copy_text(report->message, report->message_capacity, "the torch bridge launches on the default stream only");
+    copy_text(report->message, report->message_capacity, "this torch is built without CUDA: it has no CUDA streams");
     return ATTNRES_KERNEL_FAILED;
   }
+#endif
   try {
+#if ATTNRES_TORCH_HAS_CUDA
+    // The op runs on torch's current stream: the call's stream is made current for it.
+    std::optional<c10::cuda::CUDAStreamGuard> on_stream;
+    if (call->stream)
+      on_stream.emplace(c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(call->stream),
+                                                         c10::DeviceIndex(call->prefix->device.device_id)));
+#endif
     const at::Tensor output = wrap(call->output);
     std::vector<c10::IValue> stack;
     for (const Argument& a : op.arguments) {
