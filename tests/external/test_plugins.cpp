@@ -420,6 +420,34 @@ TEST(Plugins, RunBundlesWhatTheKernelGotWrongInItsWorker) {
   }
 }
 
+// A property failure shrinks like any other, and the shrunk case and a repro bundle ask for the
+// property themselves: run alone, they fail as they did.
+TEST(Plugins, APropertyFailureShrinksAndBundlesWithItsCheck) {
+  TempDir dir;
+  const std::string small = (dir.path() / "small.json").string();
+  const CommandOutput shrink =
+      run_cli({"shrink", testing::source_path("cases/public.json"), "--case", "public-t3-b2-delta-norm", "--out", small,
+               "--backend", "cpu", "--kernel", plugin("depends_on_batch"), "--check", "batch-invariance"});
+  EXPECT_EQ(shrink.exit_code, kExitOk) << shrink.text;
+  const json c = json::parse(read_file(small));
+  EXPECT_EQ(c["T"], 1);
+  EXPECT_EQ(c["checks"], json{"batch-invariance"});
+  const std::string report = (dir.path() / "r.json").string();
+  EXPECT_EQ(
+      run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("depends_on_batch"), "--json", report}).exit_code,
+      kExitUnmet);
+  EXPECT_EQ(json::parse(read_file(report))["cases"][0]["properties"][0]["disposition"], "failed");
+  EXPECT_EQ(run_cli({"run", small, "--backend", "cpu", "--kernel", plugin("any_stride")}).exit_code, kExitOk);
+
+  const auto bundle = dir.path() / "bundle";
+  EXPECT_EQ(run_cli({"repro", testing::source_path("cases/public.json"), "--case", "public-t3-b2-delta-norm", "--out",
+                     bundle.string(), "--backend", "cpu", "--kernel", plugin("leaks_garbage"), "--check", "garbage"})
+                .exit_code,
+            kExitUnmet);
+  EXPECT_EQ(json::parse(read_file(bundle / "case.json"))["checks"], json{"garbage"});
+  EXPECT_NE(read_file(bundle / "REPORT.md").find("  - garbage: **failed**: with NaN"), std::string::npos);
+}
+
 TEST(Plugins, ReproAndShrinkFollowTheKernel) {
   TempDir dir;
   const auto bundle = dir.path() / "bundle";

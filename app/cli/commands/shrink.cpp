@@ -179,11 +179,14 @@ CommandOutput shrink_command(const ShrinkArguments& args, const CommonArguments&
     out.exit_code = kExitUnmet;
     return out;
   }
+  // The shrunk case asks for the properties it was shrunk under: run alone, it fails as it did here.
+  CaseSpec written = *shrunk.shrunk;
+  written.checks = united(written.checks, common.properties);
   if (is_standard_output(path)) {
-    out.text += dump_json(case_to_json(*shrunk.shrunk), 2) + "\n";
+    out.text += dump_json(case_to_json(written), 2) + "\n";
     return out;
   }
-  write_report_file(path, dump_json(case_to_json(*shrunk.shrunk), 2) + "\n");
+  write_report_file(path, dump_json(case_to_json(written), 2) + "\n");
   out.text += fmt::format("written to {}\n", path);
   return out;
 }
