@@ -149,13 +149,7 @@ class DeviceWorkspace : public CaseWorkspace {
       for (std::size_t i = 0; i < kOutput; ++i)
         ATTNRES_CUDA_CHECK(cudaMemcpyAsync(storage_[i].get(), made[i].get(), storage_[i].bytes(),
                                            cudaMemcpyDeviceToDevice, side.stream));
-      try {
-        kernel.launch(args(), options, side.stream);
-      } catch (const KernelRejection&) {
-        ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
-        throw;
-      }
-      ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+      launch_and_wait(kernel, options, side.stream);
     });
     return std::nullopt;
   }
@@ -184,9 +178,9 @@ class DeviceWorkspace : public CaseWorkspace {
  private:
   // Everything the call queued, on any stream (a kernel may use non-blocking streams of its
   // own), is done before anything is judged; a refusal's work too.
-  void launch_and_wait(KernelEntry& kernel, const LaunchOptions& options) {
+  void launch_and_wait(KernelEntry& kernel, const LaunchOptions& options, cudaStream_t stream = nullptr) {
     try {
-      kernel.launch(args(), options, nullptr);
+      kernel.launch(args(), options, stream);
     } catch (const KernelRejection&) {
       ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
       throw;

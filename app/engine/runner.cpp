@@ -282,10 +282,11 @@ void judge_kernel(const CaseSpec& spec, const RunOptions& options, CaseWorkspace
   }
 }
 
-// `judged_output`: a host copy of the output, where the case passed.
+// `judged_output`: where given, a host copy of the output once the case passed (the properties
+// compare against it).
 void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& options, KernelEntry& kernel,
                    const LaunchOptions& launch, const InputSource* inputs, CaseResult& result,
-                   std::optional<CaseArtifacts>* artifacts, std::optional<HostTensor>& judged_output) {
+                   std::optional<CaseArtifacts>* artifacts, std::optional<HostTensor>* judged_output) {
   Lap lap;
   const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, inputs, artifacts != nullptr);
   result.input_checksums = workspace->input_checksums();
@@ -295,7 +296,7 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
   const ReferenceSummary reference = workspace->compute_reference();
   result.timings.reference = lap.next();
   judge_kernel(spec, options, *workspace, reference, kernel, launch, result);
-  if (result.disposition == Disposition::passed) judged_output = workspace->output();
+  if (judged_output && result.disposition == Disposition::passed) *judged_output = workspace->output();
   if (artifacts && result.comparison) *artifacts = workspace->take_artifacts();
 }
 
@@ -339,10 +340,11 @@ VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Var
   return call;
 }
 
-// The properties judged where the call passed, and what they make of the case.
-void judge_case_properties(const CaseSpec& spec, Backend& backend, const RunOptions& options, const InputSource* inputs,
+// The properties `asked` judged where the call passed (and left `judged_output`), and what they
+// make of the case; each not judged where it did not.
+void judge_case_properties(const CaseSpec& spec, const std::vector<CaseProperty>& asked, Backend& backend,
+                           const RunOptions& options, const InputSource* inputs,
                            const std::optional<HostTensor>& judged_output, CaseResult& result) {
-  const std::vector<CaseProperty> asked = united(options.properties, spec.checks);
   if (asked.empty()) return;
   if (result.disposition != Disposition::passed || !judged_output) {
     result.properties =
@@ -353,21 +355,17 @@ void judge_case_properties(const CaseSpec& spec, Backend& backend, const RunOpti
     return call_variant(variant, inputs, launch, backend, options, result.layout_guard);
   };
   result.properties = judge_properties(spec, asked, *judged_output, call, inputs);
-  std::vector<std::string> failed, errors, not_run;
-  for (const PropertyResult& p : result.properties) {
-    const std::string line = fmt::format("{}: {}", to_string(p.property), p.detail);
-    if (p.disposition == Disposition::failed) failed.push_back(line);
-    if (p.disposition == Disposition::error) errors.push_back(line);
-    if (p.disposition == Disposition::not_run) not_run.push_back(line);
+  // The worst verdict among the properties becomes the case's, with the properties that gave it.
+  for (const Disposition worst : {Disposition::failed, Disposition::error, Disposition::not_run}) {
+    std::string lines;
+    for (const PropertyResult& p : result.properties)
+      if (p.disposition == worst)
+        lines += fmt::format("{}{}: {}", lines.empty() ? "" : "; ", to_string(p.property), p.detail);
+    if (lines.empty()) continue;
+    result.disposition = worst;
+    result.detail = fmt::format("{}; the call itself passed: {}", lines, result.detail);
+    return;
   }
-  const auto& worst = !failed.empty() ? failed : !errors.empty() ? errors : not_run;
-  if (worst.empty()) return;
-  result.disposition = !failed.empty()   ? Disposition::failed
-                       : !errors.empty() ? Disposition::error
-                                         : Disposition::not_run;
-  std::string lines;
-  for (const std::string& line : worst) lines += (lines.empty() ? "" : "; ") + line;
-  result.detail = fmt::format("{}; the call itself passed: {}", lines, result.detail);
 }
 
 }  // namespace
@@ -443,7 +441,9 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
                     std::optional<CaseArtifacts>* artifacts) {
   const auto start = std::chrono::steady_clock::now();
   CaseResult result = result_for(spec, backend, options);
+  const std::vector<CaseProperty> asked = united(options.properties, spec.checks);
   try {
+    std::optional<HostTensor> judged_output;
     if (!backend.usable()) {
       result.disposition = Disposition::error;
       result.detail = kContextLost;
@@ -462,16 +462,12 @@ CaseResult run_case(const CaseSpec& spec, Backend& backend, const RunOptions& op
           result.disposition = Disposition::not_run;
           result.detail = "not run: " + *why;
         } else {
-          std::optional<HostTensor> judged_output;
           run_and_judge(judged, backend, options, *selection.kernel, selection.launch, inputs, result, artifacts,
-                        judged_output);
-          judge_case_properties(spec, backend, options, inputs, judged_output, result);
+                        asked.empty() ? nullptr : &judged_output);
         }
       }
     }
-    if (result.properties.empty() && !united(options.properties, spec.checks).empty())
-      result.properties = unjudged_properties(united(options.properties, spec.checks),
-                                              fmt::format("not judged: the case is {}", to_string(result.disposition)));
+    judge_case_properties(spec, asked, backend, options, inputs, judged_output, result);
   } catch (const std::exception&) {
     record_exception(result);
   }

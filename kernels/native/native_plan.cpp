@@ -104,6 +104,15 @@ constexpr PolicyRow kPolicy[] = {
     {kAnyTokens, 2, 8, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
 };
 
+// The first policy row that holds the problem; nullptr past the last (the ring).
+const PolicyRow* policy_row(std::int64_t tokens, int num_blocks, int hidden) {
+  for (const PolicyRow& row : kPolicy)
+    if (tokens <= row.max_tokens && num_blocks >= row.min_blocks && num_blocks <= row.max_blocks &&
+        hidden >= row.min_hidden && hidden <= row.max_hidden)
+      return &row;
+  return nullptr;
+}
+
 }  // namespace
 
 std::int64_t ring_grid(std::int64_t tokens, int sms) {
@@ -112,27 +121,18 @@ std::int64_t ring_grid(std::int64_t tokens, int sms) {
 }
 
 Plan choose_plan(std::int64_t tokens, int num_blocks, int hidden) {
-  for (const PolicyRow& row : kPolicy)
-    if (tokens <= row.max_tokens && num_blocks >= row.min_blocks && num_blocks <= row.max_blocks &&
-        hidden >= row.min_hidden && hidden <= row.max_hidden)
-      return plan_unsupported_reason(row.plan, hidden) ? Plan{} : row.plan;
-  return Plan{};
+  const PolicyRow* row = policy_row(tokens, num_blocks, hidden);
+  return !row || plan_unsupported_reason(row->plan, hidden) ? Plan{} : row->plan;
 }
 
 std::vector<std::int64_t> plan_token_bounds(int num_blocks, int hidden) {
   std::vector<std::int64_t> bounds;
   for (std::int64_t tokens = 1; tokens < kSplitGridTokens;) {
-    const Plan plan = choose_plan(tokens, num_blocks, hidden);
-    // The first policy row that holds (tokens, ...) ends at its max_tokens: the next plan starts past it.
-    std::int64_t end = kSplitGridTokens;
-    for (const PolicyRow& row : kPolicy)
-      if (tokens <= row.max_tokens && num_blocks >= row.min_blocks && num_blocks <= row.max_blocks &&
-          hidden >= row.min_hidden && hidden <= row.max_hidden) {
-        end = row.max_tokens;
-        break;
-      }
+    // The row that holds (tokens, ...) ends at its max_tokens: the next plan starts past it.
+    const PolicyRow* row = policy_row(tokens, num_blocks, hidden);
+    const std::int64_t end = row ? row->max_tokens : kSplitGridTokens;
     if (end >= kSplitGridTokens) break;
-    if (!(choose_plan(end + 1, num_blocks, hidden) == plan)) bounds.push_back(end);
+    if (!(choose_plan(end + 1, num_blocks, hidden) == choose_plan(tokens, num_blocks, hidden))) bounds.push_back(end);
     tokens = end + 1;
   }
   return bounds;
