@@ -220,8 +220,8 @@ std::vector<CaseProperty> parse_check_option(const std::vector<std::string>& wor
 void add_check_option(CommandOptions& command, std::vector<CaseProperty>& properties) {
   auto words = std::make_shared<std::vector<std::string>>();
   command.app()->add_option("--check", *words,
-                            "also judge these properties of the kernel on every case, each in its own calls: "
-                            "determinism, batch-invariance, garbage, stream, or all (comma-separated or repeated)");
+                            "also judge these properties of the kernel on every case, each in its own calls: " +
+                                case_property_names() + ", or all (comma-separated or repeated)");
   command.after_parse([words, &properties] { properties = parse_check_option(*words); });
 }
 

@@ -43,6 +43,13 @@ struct InputSource {
   std::int64_t held_bytes = 0;
 };
 
+// One replay of a captured call: the output it left, and how it met the float64 reference on
+// the inputs it was replayed on.
+struct GraphReplay {
+  HostTensor output;
+  Comparison comparison;
+};
+
 // At most what a case allocates: host bytes and device bytes (nothing: the sizes overflow int64).
 struct CaseFootprint {
   std::optional<std::int64_t> host_bytes;
@@ -83,6 +90,22 @@ class CaseWorkspace {
   virtual std::optional<std::string> run_kernel_behind_late_inputs(KernelEntry& kernel,
                                                                    const LaunchOptions& options) = 0;
   static constexpr int kLateInputsMicroseconds = 50000;
+  // The call launched with programmatic dependent launch on a non-blocking stream of the
+  // workspace's own, right behind a producer kernel that lets dependents start at once
+  // (griddepcontrol.launch_dependents), holds the inputs at kCanaryBits for about
+  // kLateInputsMicroseconds, then writes them as made: a kernel that reads before
+  // griddepcontrol.wait reads the stale values. Why it cannot be made here, if it cannot (no
+  // device, or one before compute capability 9.0). Throws as run_kernel does.
+  virtual std::optional<std::string> run_kernel_behind_early_trigger(KernelEntry& kernel,
+                                                                     const LaunchOptions& options) = 0;
+  // The call captured once (KernelEntry::capture) on a non-blocking stream of the workspace's
+  // own, then replayed there once per seed, each time on inputs made anew from that seed in the
+  // captured buffers (canaries and the poisoned output around them) and compared with the
+  // float64 reference on them. Why it cannot be made here, if it cannot (a host workspace has no
+  // graphs). Throws GraphCaptureError or KernelRejection from the capture, else as run_kernel does.
+  virtual std::optional<std::string> run_kernel_in_graph(KernelEntry& kernel, const LaunchOptions& options,
+                                                         const std::vector<std::uint64_t>& seeds, double atol,
+                                                         double rtol, std::vector<GraphReplay>& replays) = 0;
   // A host copy of the output tensor as it is now (its padding and guards included).
   virtual HostTensor output() = 0;
   // Host copies for a repro bundle; only where the workspace was made to keep them, and last.

@@ -12,6 +12,27 @@ std::string Comparison::mismatch_summary() const {
   return fmt::format("Mismatched elements: {} / {} ({:.1f}%)", mismatched, total, percent);
 }
 
+std::string describe_comparison(const Comparison& c) {
+  if (c.total == 0) return "no output elements to compare (T = 0)";
+  std::string text =
+      fmt::format("max-abs error {:.4g} at [{}, {}] (got {:.6g}, reference {:.6g}) against atol {:g} + rtol {:g}; {}",
+                  c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.worst_reference, c.atol, c.rtol,
+                  c.mismatch_summary());
+  if (c.nan_count || c.inf_count) text += fmt::format("; {} NaN, {} Inf in output", c.nan_count, c.inf_count);
+  if (c.prefix_mismatches)
+    text +=
+        fmt::format("; prefix not bit-exact in {} elements (first {})", c.prefix_mismatches, c.first_prefix_mismatch);
+  if (c.blocks_mismatches)
+    text += fmt::format("; written block not bit-exact in {} elements (first {})", c.blocks_mismatches,
+                        c.first_blocks_mismatch);
+  if (c.systematic())
+    text += fmt::format(
+        "; systematic error: out - ref averages {:+.4g} where the reference's bf16 spacing averages {:.3g}, "
+        "more than {:g} spacings; a correct kernel's rounding errors average out",
+        c.mean_error, c.mean_spacing, Comparison::kSystematicSpacings);
+  return text;
+}
+
 Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol,
                            double rtol) {
   Comparison c;

@@ -37,6 +37,9 @@ struct Comparison {
   std::string mismatch_summary() const;
 };
 
+// The comparison in words: the worst element, the mismatch count, NaN and Inf, inexact state, bias.
+std::string describe_comparison(const Comparison& c);
+
 // The comparison of a [tokens, hidden] output whose tally is `tally`.
 Comparison comparison_from(const OutputTally& tally, std::int64_t tokens, std::int64_t hidden, double atol,
                            double rtol);

@@ -364,11 +364,32 @@ __global__ void delay_kernel(int microseconds) {
   for (int slept = 0; slept < microseconds; slept += 1000) __nanosleep(1000000);
 }
 
+// Lets its dependents launch at once, then sleeps and only then copies: on sm_90 a dependent
+// launched with programmatic stream serialization runs beside it until griddepcontrol.wait.
+__global__ void trigger_then_copy_late_kernel(LateCopies copies, int microseconds) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+  if (threadIdx.x == 0)
+    for (int slept = 0; slept < microseconds; slept += 1000) __nanosleep(1000000);
+  __syncthreads();
+  for (int t = 0; t < copies.count; ++t) ATTNRES_GRID_STRIDE(i, copies.elements[t]) copies.to[t][i] = copies.from[t][i];
+}
+
 }  // namespace
 
 void delay_on_device(int microseconds, cudaStream_t stream) {
   delay_kernel<<<1, 1, 0, stream>>>(microseconds);
   ATTNRES_CHECK_LAUNCH("delay_kernel");
+}
+
+void trigger_then_copy_late_on_device(const LateCopies& copies, int microseconds, cudaStream_t stream) {
+  int device = 0, multiprocessors = 0;
+  ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
+  ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  // One block per multiprocessor, so every block has triggered before the dependent starts.
+  trigger_then_copy_late_kernel<<<unsigned(multiprocessors), kThreads, 0, stream>>>(copies, microseconds);
+  ATTNRES_CHECK_LAUNCH("trigger_then_copy_late_kernel");
 }
 
 void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaStream_t stream) {

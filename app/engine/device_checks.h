@@ -45,6 +45,18 @@ void fill_on_device(bf16_bits* data, std::int64_t count, bf16_bits value, cudaSt
 
 // One thread that sleeps about `microseconds` on `stream`: what comes after it there waits.
 void delay_on_device(int microseconds, cudaStream_t stream);
+
+// Buffers a producer kernel copies: to[t][0..elements[t]) = from[t][...], for t < count.
+struct LateCopies {
+  static constexpr int kMaxTensors = 8;
+  const bf16_bits* from[kMaxTensors] = {};
+  bf16_bits* to[kMaxTensors] = {};
+  std::int64_t elements[kMaxTensors] = {};
+  int count = 0;
+};
+// A producer on `stream` that lets its dependents launch at once (griddepcontrol.launch_dependents
+// on sm_90 and later), sleeps about `microseconds`, then makes the copies.
+void trigger_then_copy_late_on_device(const LateCopies& copies, int microseconds, cudaStream_t stream);
 // The logical elements of a strided tensor.
 void fill_rows_on_device(const DeviceTensorView& tensor, bf16_bits value, cudaStream_t stream);
 

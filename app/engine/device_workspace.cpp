@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include "app/casefile/input_checksum.h"
 #include "app/engine/device_checks.h"
@@ -136,20 +137,64 @@ class DeviceWorkspace : public CaseWorkspace {
 
   std::optional<std::string> run_kernel_behind_late_inputs(KernelEntry& kernel, const LaunchOptions& options) override {
     guarded([&] {
-      std::vector<DeviceBuffer<bf16_bits>> made;
-      for (std::size_t i = 0; i < kOutput; ++i) {
-        made.emplace_back(storage_[i].size());
-        ATTNRES_CUDA_CHECK(
-            cudaMemcpy(made.back().get(), storage_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
-        fill_on_device(storage_[i].get(), layouts_[i].storage_elements(), kCanaryBits, nullptr);
-      }
-      ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+      const std::vector<DeviceBuffer<bf16_bits>> made = inputs_set_aside();
       SideStream side;
       delay_on_device(kLateInputsMicroseconds, side.stream);
       for (std::size_t i = 0; i < kOutput; ++i)
         ATTNRES_CUDA_CHECK(cudaMemcpyAsync(storage_[i].get(), made[i].get(), storage_[i].bytes(),
                                            cudaMemcpyDeviceToDevice, side.stream));
       launch_and_wait(kernel, options, side.stream);
+    });
+    return std::nullopt;
+  }
+
+  std::optional<std::string> run_kernel_behind_early_trigger(KernelEntry& kernel,
+                                                             const LaunchOptions& options) override {
+    std::optional<std::string> why;
+    guarded([&] {
+      int device = 0, major = 0, minor = 0;
+      ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
+      ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+      ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+      if (major < 9) {
+        why = fmt::format("programmatic dependent launch needs compute capability 9.0; this device has {}.{}", major,
+                          minor);
+        return;
+      }
+      const std::vector<DeviceBuffer<bf16_bits>> made = inputs_set_aside();
+      LateCopies copies;
+      for (std::size_t i = 0; i < kOutput; ++i) {
+        copies.from[copies.count] = made[i].get();
+        copies.to[copies.count] = storage_[i].get();
+        copies.elements[copies.count++] = std::int64_t(storage_[i].size());
+      }
+      SideStream side;
+      trigger_then_copy_late_on_device(copies, kLateInputsMicroseconds, side.stream);
+      LaunchOptions dependent = options;
+      dependent.programmatic_dependent_launch = true;
+      launch_and_wait(kernel, dependent, side.stream);
+    });
+    return why;
+  }
+
+  std::optional<std::string> run_kernel_in_graph(KernelEntry& kernel, const LaunchOptions& options,
+                                                 const std::vector<std::uint64_t>& seeds, double atol, double rtol,
+                                                 std::vector<GraphReplay>& replays) override {
+    guarded([&] {
+      SideStream side;
+      std::unique_ptr<CapturedCall> captured = kernel.capture(args(), options, side.stream);
+      for (const std::uint64_t seed : seeds) {
+        for (std::size_t i = 0; i < kOutput; ++i)
+          pristine_[i].key = make_generator_key(seed, to_string(InputTensor(i)));
+        make_inputs();
+        reference_ = DeviceBuffer<double>();  // freed before the next is made: the budget counts one
+        reference_ = cublas_reference(args(), nullptr);
+        ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+        captured->replay(side.stream);
+        ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+        const OutputTally tally = compare_output_on_device(view(kOutput), reference_.get(), atol, rtol, nullptr);
+        replays.push_back({output(), comparison_from(tally, shape_.tokens, shape_.hidden, atol, rtol)});
+      }
     });
     return std::nullopt;
   }
@@ -186,6 +231,20 @@ class DeviceWorkspace : public CaseWorkspace {
       throw;
     }
     ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  // Device copies of the inputs as made, which are then held at kCanaryBits until a late write
+  // puts the copies back.
+  std::vector<DeviceBuffer<bf16_bits>> inputs_set_aside() {
+    std::vector<DeviceBuffer<bf16_bits>> made;
+    for (std::size_t i = 0; i < kOutput; ++i) {
+      made.emplace_back(storage_[i].size());
+      ATTNRES_CUDA_CHECK(
+          cudaMemcpy(made.back().get(), storage_[i].get(), storage_[i].bytes(), cudaMemcpyDeviceToDevice));
+      fill_on_device(storage_[i].get(), layouts_[i].storage_elements(), kCanaryBits, nullptr);
+    }
+    ATTNRES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    return made;
   }
 
   ExactnessReport check_roles(TensorRole (*role_of)(std::size_t), bool refused) {

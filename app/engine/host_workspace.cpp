@@ -75,6 +75,15 @@ class HostWorkspace : public CaseWorkspace {
     return std::string("the CPU backend's kernels take host operands, and have no streams");
   }
 
+  std::optional<std::string> run_kernel_behind_early_trigger(KernelEntry&, const LaunchOptions&) override {
+    return std::string("the CPU backend's kernels take host operands, and have no programmatic dependent launch");
+  }
+
+  std::optional<std::string> run_kernel_in_graph(KernelEntry&, const LaunchOptions&, const std::vector<std::uint64_t>&,
+                                                 double, double, std::vector<GraphReplay>&) override {
+    return std::string("the CPU backend's kernels take host operands, and have no CUDA graphs");
+  }
+
   HostTensor output() override { return tensors_.output; }
 
   CaseArtifacts take_artifacts() override {

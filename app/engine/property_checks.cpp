@@ -15,6 +15,8 @@ namespace attnres {
 namespace {
 
 constexpr int kRepeatedCalls = 3;
+// Graph replays on inputs other than the case's, each written into the captured buffers.
+constexpr int kFreshReplays = 2;
 // The rows that are moved within a batch, or surrounded by garbage: the case's first ones.
 constexpr std::int64_t kMovedRows = 64;
 constexpr std::int64_t kShifts[] = {1, 3};
@@ -274,14 +276,14 @@ PropertyResult judge_garbage(const CaseSpec& spec, const VariantCaller& call) {
   return result;
 }
 
-// Stream: the case called on a non-blocking stream whose earlier work writes the inputs late.
-PropertyResult judge_stream(const CaseSpec& spec, const HostTensor& judged, const VariantCaller& call,
-                            const InputSource* replayed) {
+// Stream and PDL: the case called where its inputs are written late (VariantLaunch), against
+// the judged call. `how` says where; `reads_early` who reads them before they are written.
+PropertyResult judge_late_inputs(CaseProperty property, VariantLaunch launch, const std::string& how,
+                                 const std::string& reads_early, const CaseSpec& spec, const HostTensor& judged,
+                                 const VariantCaller& call, const InputSource* replayed) {
   PropertyResult result;
-  result.property = CaseProperty::stream;
-  const std::string how = fmt::format("called on a non-blocking stream whose earlier work writes the inputs {} ms late",
-                                      CaseWorkspace::kLateInputsMicroseconds / 1000);
-  const VariantCall late = call(spec, replayed, VariantLaunch::behind_late_inputs);
+  result.property = property;
+  const VariantCall late = call(spec, replayed, launch);
   switch (late.outcome) {
     case VariantCall::Outcome::not_run:
       result.disposition = Disposition::not_run;
@@ -293,8 +295,7 @@ PropertyResult judge_stream(const CaseSpec& spec, const HostTensor& judged, cons
       return result;
     case VariantCall::Outcome::refused:
       result.disposition = Disposition::failed;
-      result.detail =
-          fmt::format("{}, the kernel refused what it computed on the default stream: {}", how, late.reason);
+      result.detail = fmt::format("{}, the kernel refused what it computed as judged: {}", how, late.reason);
       return result;
     case VariantCall::Outcome::computed: break;
   }
@@ -303,13 +304,109 @@ PropertyResult judge_stream(const CaseSpec& spec, const HostTensor& judged, cons
     result.disposition = Disposition::failed;
     result.detail = fmt::format(
         "{}, {} of {} elements differ from the judged call's; first at [{}, {}]: {} in the judged call, {} there; "
-        "a kernel launched on another stream (the legacy default stream, or one of its own that does not wait "
-        "for the one it is given) reads the inputs before they are written",
-        how, d.count, spec.shape.tokens * spec.shape.hidden, d.row, d.column, bits_text(d.judged), bits_text(d.now));
+        "{} reads the inputs before they are written",
+        how, d.count, spec.shape.tokens * spec.shape.hidden, d.row, d.column, bits_text(d.judged), bits_text(d.now),
+        reads_early);
     return result;
   }
   result.disposition = Disposition::passed;
   result.detail = how + ", it gave the judged call's bits";
+  return result;
+}
+
+PropertyResult judge_stream(const CaseSpec& spec, const HostTensor& judged, const VariantCaller& call,
+                            const InputSource* replayed) {
+  return judge_late_inputs(
+      CaseProperty::stream, VariantLaunch::behind_late_inputs,
+      fmt::format("called on a non-blocking stream whose earlier work writes the inputs {} ms late",
+                  CaseWorkspace::kLateInputsMicroseconds / 1000),
+      "a kernel launched on another stream (the legacy default stream, or one of its own that does not wait for "
+      "the one it is given)",
+      spec, judged, call, replayed);
+}
+
+PropertyResult judge_pdl(const CaseSpec& spec, const HostTensor& judged, const VariantCaller& call,
+                         const InputSource* replayed) {
+  return judge_late_inputs(
+      CaseProperty::pdl, VariantLaunch::behind_early_trigger,
+      fmt::format("launched with programmatic dependent launch behind a producer that lets it start at once and "
+                  "writes the inputs {} ms later",
+                  CaseWorkspace::kLateInputsMicroseconds / 1000),
+      "a kernel that does not wait for the previous grid (griddepcontrol.wait, cudaGridDependencySynchronize) "
+      "before its first load, or one launched on another stream,",
+      spec, judged, call, replayed);
+}
+
+// Graph: the call captured once, replayed on the case's inputs and on fresh ones written into
+// the captured buffers; each replay against an eager call on its inputs and the float64 reference.
+PropertyResult judge_graph(const CaseSpec& spec, const HostTensor& judged, const PropertyCallers& callers) {
+  PropertyResult result;
+  result.property = CaseProperty::graph;
+  std::vector<std::uint64_t> seeds{spec.seed};
+  for (int k = 1; k <= kFreshReplays; ++k) seeds.push_back(spec.seed + std::uint64_t(k));
+  const GraphCall graph = callers.replay_graph(spec, seeds);
+  if (graph.capture_failed) {
+    result.disposition = Disposition::failed;
+    result.detail = "the call cannot be captured in a CUDA graph: " + graph.reason;
+    return result;
+  }
+  switch (graph.outcome) {
+    case VariantCall::Outcome::not_run:
+      result.disposition = Disposition::not_run;
+      result.detail = "not run: " + graph.reason;
+      return result;
+    case VariantCall::Outcome::unavailable:
+      result.disposition = Disposition::skipped;
+      result.detail = graph.reason;
+      return result;
+    case VariantCall::Outcome::refused:
+      result.disposition = Disposition::failed;
+      result.detail = "captured in a CUDA graph, the kernel refused what it computed as judged: " + graph.reason;
+      return result;
+    case VariantCall::Outcome::computed: break;
+  }
+  for (std::size_t k = 0; k < graph.replays.size(); ++k) {
+    const GraphReplay& replay = graph.replays[k];
+    const std::string which = k == 0 ? "replay 1, on the case's inputs,"
+                                     : fmt::format("replay {}, on fresh inputs (seed {}),", k + 1, seeds[k]);
+    if (!replay.comparison.within_tolerance() || replay.comparison.systematic()) {
+      result.disposition = Disposition::failed;
+      result.detail =
+          fmt::format("{} does not meet the float64 reference: {}", which, describe_comparison(replay.comparison));
+      return result;
+    }
+    VariantCall eager;
+    if (k == 0) {
+      eager.output = judged;
+    } else {
+      CaseSpec fresh = spec;
+      fresh.seed = seeds[k];
+      eager = callers.call(fresh, nullptr, VariantLaunch::as_judged);
+      if (eager.outcome != VariantCall::Outcome::computed) {
+        result.disposition =
+            eager.outcome == VariantCall::Outcome::not_run ? Disposition::not_run : Disposition::failed;
+        result.detail =
+            fmt::format("the eager call on the inputs of replay {} was not computed: {}", k + 1, eager.reason);
+        return result;
+      }
+    }
+    if (const RowsDifference d = rows_difference(eager.output, 0, replay.output, 0, spec.shape.tokens); d.count) {
+      result.disposition = Disposition::failed;
+      result.detail = fmt::format(
+          "{} differs from an eager call on the same inputs in {} of {} elements; first at [{}, {}]: {} eagerly, {} "
+          "replayed; a value read on the host at capture time, or work not recorded into the graph, is replayed "
+          "stale",
+          which, d.count, spec.shape.tokens * spec.shape.hidden, d.row, d.column, bits_text(d.judged),
+          bits_text(d.now));
+      return result;
+    }
+  }
+  result.disposition = Disposition::passed;
+  result.detail = fmt::format(
+      "captured once in a CUDA graph on a non-blocking stream and replayed {} times, on the case's inputs and on {} "
+      "fresh sets written into the captured buffers: each replay bit-identical to an eager call on its inputs and "
+      "within tolerance of the float64 reference",
+      graph.replays.size(), graph.replays.size() - 1);
   return result;
 }
 
@@ -320,7 +417,7 @@ std::vector<std::int64_t> plan_boundaries(const AttnResShape& shape) {
 }
 
 std::vector<PropertyResult> judge_properties(const CaseSpec& spec, const std::vector<CaseProperty>& properties,
-                                             const HostTensor& judged_output, const VariantCaller& call,
+                                             const HostTensor& judged_output, const PropertyCallers& callers,
                                              const InputSource* replayed) {
   std::vector<PropertyResult> results;
   for (const CaseProperty property : properties) {
@@ -332,16 +429,20 @@ std::vector<PropertyResult> judge_properties(const CaseSpec& spec, const std::ve
         result.disposition = Disposition::skipped;
         result.detail = "T = 0: no row to compute";
       } else if (property == CaseProperty::determinism) {
-        result = judge_determinism(spec, judged_output, call, replayed);
+        result = judge_determinism(spec, judged_output, callers.call, replayed);
       } else if (property == CaseProperty::stream) {
-        result = judge_stream(spec, judged_output, call, replayed);
+        result = judge_stream(spec, judged_output, callers.call, replayed);
+      } else if (property == CaseProperty::pdl) {
+        result = judge_pdl(spec, judged_output, callers.call, replayed);
       } else if (replayed) {
         result.disposition = Disposition::skipped;
-        result.detail = "the inputs are replayed from a file: other batches are made from the case's seed only";
+        result.detail = "the inputs are replayed from a file: other inputs are made from the case's seed only";
       } else if (property == CaseProperty::batch_invariance) {
-        result = judge_batch_invariance(spec, judged_output, call);
+        result = judge_batch_invariance(spec, judged_output, callers.call);
+      } else if (property == CaseProperty::graph) {
+        result = judge_graph(spec, judged_output, callers);
       } else {
-        result = judge_garbage(spec, call);
+        result = judge_garbage(spec, callers.call);
       }
     } catch (const std::bad_alloc&) {
       result.disposition = Disposition::error;

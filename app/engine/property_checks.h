@@ -24,9 +24,10 @@ struct PropertyResult {
   double seconds = 0;
 };
 
-// How a variant call is made: as the judged call, or on a stream of its own behind late inputs
-// (CaseWorkspace::run_kernel_behind_late_inputs).
-enum class VariantLaunch { as_judged, behind_late_inputs };
+// How a variant call is made: as the judged call, on a stream of its own behind late inputs
+// (CaseWorkspace::run_kernel_behind_late_inputs), or with programmatic dependent launch behind a
+// producer that triggers early (CaseWorkspace::run_kernel_behind_early_trigger).
+enum class VariantLaunch { as_judged, behind_late_inputs, behind_early_trigger };
 
 // One more call of the case's kernel, on a variant of the case: its output, or why it made none.
 struct VariantCall {
@@ -45,6 +46,22 @@ struct VariantCall {
 using VariantCaller =
     std::function<VariantCall(const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch)>;
 
+// The case's call captured in a CUDA graph and replayed once per seed on inputs made from it
+// (CaseWorkspace::run_kernel_in_graph), or why it was not.
+struct GraphCall {
+  VariantCall::Outcome outcome = VariantCall::Outcome::computed;
+  std::string reason;
+  bool capture_failed = false;  // `reason` is why the call could not be captured
+  std::vector<GraphReplay> replays;
+};
+using GraphCaller = std::function<GraphCall(const CaseSpec& spec, const std::vector<std::uint64_t>& seeds)>;
+
+// How the checks call the case's kernel.
+struct PropertyCallers {
+  VariantCaller call;
+  GraphCaller replay_graph;
+};
+
 // Where the kernel changes how it computes a batch, by T (the native kernel's plan bounds for the
 // case's blocks and H): batch invariance is judged on both sides of each.
 std::vector<std::int64_t> plan_boundaries(const AttnResShape& shape);
@@ -52,7 +69,7 @@ std::vector<std::int64_t> plan_boundaries(const AttnResShape& shape);
 // Bit-level verdicts on `properties` for a case whose judged call passed and left `judged_output`;
 // `replayed`: the inputs the judged call had, where they were not generated from the case's seed.
 std::vector<PropertyResult> judge_properties(const CaseSpec& spec, const std::vector<CaseProperty>& properties,
-                                             const HostTensor& judged_output, const VariantCaller& call,
+                                             const HostTensor& judged_output, const PropertyCallers& callers,
                                              const InputSource* replayed = nullptr);
 
 // Each property of `properties` as not judged: the case's own call did not pass (`why`).

@@ -59,27 +59,6 @@ void judge_rejection(const CaseSpec& spec, const KernelRejection& rejection, Cas
   result.kernel_context = rejection.context();
 }
 
-std::string describe_comparison(const Comparison& c) {
-  if (c.total == 0) return "no output elements to compare (T = 0)";
-  std::string text =
-      fmt::format("max-abs error {:.4g} at [{}, {}] (got {:.6g}, reference {:.6g}) against atol {:g} + rtol {:g}; {}",
-                  c.max_abs_error, c.worst_token, c.worst_column, c.worst_value, c.worst_reference, c.atol, c.rtol,
-                  c.mismatch_summary());
-  if (c.nan_count || c.inf_count) text += fmt::format("; {} NaN, {} Inf in output", c.nan_count, c.inf_count);
-  if (c.prefix_mismatches)
-    text +=
-        fmt::format("; prefix not bit-exact in {} elements (first {})", c.prefix_mismatches, c.first_prefix_mismatch);
-  if (c.blocks_mismatches)
-    text += fmt::format("; written block not bit-exact in {} elements (first {})", c.blocks_mismatches,
-                        c.first_blocks_mismatch);
-  if (c.systematic())
-    text += fmt::format(
-        "; systematic error: out - ref averages {:+.4g} where the reference's bf16 spacing averages {:.3g}, "
-        "more than {:g} spacings; a correct kernel's rounding errors average out",
-        c.mean_error, c.mean_spacing, Comparison::kSystematicSpacings);
-  return text;
-}
-
 // skipped where the kernel's signature cannot express the problem; not-run where it cannot run here.
 Disposition unsupported_disposition(const Unsupported& why) {
   return why.kind == Unsupported::Kind::signature ? Disposition::skipped : Disposition::not_run;
@@ -322,11 +301,19 @@ VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Var
   if (!backend.usable()) throw std::runtime_error(kContextLost);
   const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(variant, inputs, false);
   try {
-    if (launch == VariantLaunch::as_judged) {
-      workspace->run_kernel(*selection.kernel, selection.launch);
-    } else if (const auto why = workspace->run_kernel_behind_late_inputs(*selection.kernel, selection.launch)) {
+    std::optional<std::string> unavailable;
+    switch (launch) {
+      case VariantLaunch::as_judged: workspace->run_kernel(*selection.kernel, selection.launch); break;
+      case VariantLaunch::behind_late_inputs:
+        unavailable = workspace->run_kernel_behind_late_inputs(*selection.kernel, selection.launch);
+        break;
+      case VariantLaunch::behind_early_trigger:
+        unavailable = workspace->run_kernel_behind_early_trigger(*selection.kernel, selection.launch);
+        break;
+    }
+    if (unavailable) {
       call.outcome = VariantCall::Outcome::unavailable;
-      call.reason = *why;
+      call.reason = *unavailable;
       return call;
     }
   } catch (const KernelRejection& e) {
@@ -340,6 +327,48 @@ VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Var
   return call;
 }
 
+// The case's call captured in a CUDA graph and replayed once per seed.
+GraphCall replay_graph(const CaseSpec& spec, const std::vector<std::uint64_t>& seeds, Backend& backend,
+                       const RunOptions& options, bool layout_guard) {
+  GraphCall graph;
+  const Selection selection = select_kernel(spec, backend, options, layout_guard);
+  graph.outcome = VariantCall::Outcome::refused;
+  if (selection.unsupported) {
+    graph.reason = selection.unsupported->reason;
+    return graph;
+  }
+  if (selection.predicted_rejection) {
+    graph.reason = "refused with " + quoted_literal(*selection.predicted_rejection);
+    return graph;
+  }
+  if (const auto why = budget_refusal(spec, backend, options, false, nullptr)) {
+    graph.outcome = VariantCall::Outcome::not_run;
+    graph.reason = *why;
+    return graph;
+  }
+  if (!backend.usable()) throw std::runtime_error(kContextLost);
+  const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, nullptr, false);
+  try {
+    if (const auto why = workspace->run_kernel_in_graph(*selection.kernel, selection.launch, seeds, spec.atol,
+                                                        spec.rtol, graph.replays)) {
+      graph.outcome = VariantCall::Outcome::unavailable;
+      graph.reason = *why;
+      return graph;
+    }
+  } catch (const KernelRejection& e) {
+    graph.reason = "refused with " + quoted_literal(e.what());
+    return graph;
+  } catch (const GraphCaptureError& e) {
+    graph.capture_failed = true;
+    graph.reason = e.what();
+    return graph;
+  } catch (const KernelWrongResult& e) {
+    throw std::runtime_error(std::string("it returned no usable output: ") + e.what());
+  }
+  graph.outcome = VariantCall::Outcome::computed;
+  return graph;
+}
+
 // The properties `asked` judged where the call passed (and left `judged_output`), and what they
 // make of the case; each not judged where it did not.
 void judge_case_properties(const CaseSpec& spec, const std::vector<CaseProperty>& asked, Backend& backend,
@@ -351,10 +380,14 @@ void judge_case_properties(const CaseSpec& spec, const std::vector<CaseProperty>
         unjudged_properties(asked, fmt::format("not judged: the case is {}", to_string(result.disposition)));
     return;
   }
-  const VariantCaller call = [&](const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch) {
+  PropertyCallers callers;
+  callers.call = [&](const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch) {
     return call_variant(variant, inputs, launch, backend, options, result.layout_guard);
   };
-  result.properties = judge_properties(spec, asked, *judged_output, call, inputs);
+  callers.replay_graph = [&](const CaseSpec& variant, const std::vector<std::uint64_t>& seeds) {
+    return replay_graph(variant, seeds, backend, options, result.layout_guard);
+  };
+  result.properties = judge_properties(spec, asked, *judged_output, callers, inputs);
   // The worst verdict among the properties becomes the case's, with the properties that gave it.
   for (const Disposition worst : {Disposition::failed, Disposition::error, Disposition::not_run}) {
     std::string lines;

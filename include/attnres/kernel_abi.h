@@ -4,7 +4,8 @@
  *   const AttnResKernelInfo* attnres_kernel_info(void);
  *   int attnres_kernel(const AttnResKernelCall* call);
  * (with :SYMBOL, SYMBOL and SYMBOL_info). attnres-check calls the info function once after
- * loading and refuses a plugin whose abi_version differs from ATTNRES_KERNEL_ABI_VERSION.
+ * loading and refuses a plugin built for a version it does not speak: it speaks 1 and 2 (version
+ * 2 adds enable_pdl at the end of AttnResKernelCall; a version 1 plugin never reads it).
  *
  * Every operand is a DLPack DLTensor of bf16 (code kDLBfloat, 16 bits, 1 lane), with its
  * real shape and strides in elements, the device the plugin asked for (kDLCPU or kDLCUDA)
@@ -28,7 +29,7 @@
 extern "C" {
 #endif
 
-#define ATTNRES_KERNEL_ABI_VERSION 1u
+#define ATTNRES_KERNEL_ABI_VERSION 2u
 
 /* Return values of the kernel function. */
 #define ATTNRES_KERNEL_OK 0      /* it ran */
@@ -57,6 +58,11 @@ typedef struct AttnResKernelCall {
   void* stream; /* the cudaStream_t to launch on (kDLCUDA); NULL for kDLCPU */
   char* error;  /* a refusal or failure message, NUL-terminated, at most error_capacity bytes */
   size_t error_capacity;
+  /* Version 2. Non-zero: the kernel may launch with programmatic dependent launch
+   * (cudaLaunchAttributeProgrammaticStreamSerialization); the work before it on `stream` may then
+   * still be running, so it must wait (griddepcontrol.wait, cudaGridDependencySynchronize) before
+   * reading any operand. `run --check pdl` sets it behind a producer that writes the inputs late. */
+  int32_t enable_pdl;
 } AttnResKernelCall;
 
 typedef const AttnResKernelInfo* (*AttnResKernelInfoFn)(void);

@@ -37,4 +37,10 @@ class KernelWrongResult : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The call could not be recorded into a CUDA graph: CUDA's error, or the kernel's own while capturing.
+class GraphCaptureError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace attnres

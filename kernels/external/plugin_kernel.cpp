@@ -20,6 +20,8 @@ namespace attnres {
 namespace {
 
 constexpr std::size_t kTextCapacity = 16384;
+// Version 1 plugins take version 2 calls: what version 2 added, they never read.
+constexpr std::uint32_t kOldestKernelAbi = 1;
 
 // One call as the C ABI sees it: every operand a DLTensor with its real shape and strides.
 // Without data (a can-implement question) the operands are there with NULL data pointers.
@@ -107,10 +109,11 @@ class SharedLibraryKernel : public KernelEntry {
   }
   KernelPreconditions preconditions() const override { return preconditions_; }
 
-  void launch(const AttnResArgs& a, const LaunchOptions&, cudaStream_t stream) override {
+  void launch(const AttnResArgs& a, const LaunchOptions& options, cudaStream_t stream) override {
     DlpackCall dlpack(a, dlpack_device(operands()));
     AttnResKernelCall& call = dlpack.get();
     call.stream = device_type_ == kDLCUDA ? stream : nullptr;
+    call.enable_pdl = device_type_ == kDLCUDA && options.programmatic_dependent_launch;
     TextBuffer error;
     call.error = error.bytes.data();
     call.error_capacity = error.bytes.size();
@@ -191,7 +194,48 @@ class BridgeKernel : public KernelEntry {
     if (place_ == OperandPlace::cuda_device) ATTNRES_CHECK_LAUNCH("bridged kernel");
   }
 
+  std::unique_ptr<CapturedCall> capture(const AttnResArgs& a, const LaunchOptions& options,
+                                        cudaStream_t stream) override {
+    if (!bridge_->capture) return KernelEntry::capture(a, options, stream);
+    DlpackCall dlpack(a, dlpack_device(place_));
+    dlpack.get().stream = stream;
+    BridgeTexts texts;
+    void* graph = nullptr;
+    if (bridge_->capture(handle_, &dlpack.get(), &graph, &texts.report) != ATTNRES_KERNEL_OK || !graph) {
+      cudaGetLastError();  // a failed capture's error is not sticky: later calls must not see it
+      throw GraphCaptureError(bridge_failure(texts));
+    }
+    return std::make_unique<BridgeGraph>(bridge_, handle_, graph);
+  }
+
  private:
+  // A graph the bridge captured and keeps; released with this.
+  class BridgeGraph : public CapturedCall {
+   public:
+    BridgeGraph(const AttnResBridge* bridge, void* handle, void* graph)
+        : bridge_(bridge), handle_(handle), graph_(graph) {}
+    ~BridgeGraph() override { bridge_->release(handle_, graph_); }
+    BridgeGraph(const BridgeGraph&) = delete;
+    BridgeGraph& operator=(const BridgeGraph&) = delete;
+    void replay(cudaStream_t stream) override {
+      BridgeTexts texts;
+      if (bridge_->replay(handle_, graph_, stream, &texts.report) != ATTNRES_KERNEL_OK)
+        throw KernelFailure("replaying the captured graph: " + bridge_failure(texts), texts.detail.text());
+      ATTNRES_CHECK_LAUNCH("replayed graph");
+    }
+
+   private:
+    const AttnResBridge* bridge_;
+    void* handle_;
+    void* graph_;
+  };
+
+  static std::string bridge_failure(BridgeTexts& texts) {
+    const std::string kind = texts.kind.text(), detail = texts.detail.text();
+    return fmt::format("{}{}{}", kind.empty() ? "" : kind + ": ", texts.message.text(),
+                       detail.empty() ? "" : "\n" + detail);
+  }
+
   std::string name_;
   const AttnResBridge* bridge_;
   void* handle_;
@@ -231,9 +275,9 @@ std::unique_ptr<KernelEntry> load_shared_library_kernel(const KernelSpec& kernel
   const auto kernel = reinterpret_cast<AttnResKernelFn>(find_symbol(library, symbol, spec));
   const AttnResKernelInfo* info = info_fn();
   if (!info) throw fail(symbol + "_info returned null");
-  if (info->abi_version != ATTNRES_KERNEL_ABI_VERSION)
-    throw fail(fmt::format("built for kernel ABI version {}, this attnres-check speaks version {}", info->abi_version,
-                           ATTNRES_KERNEL_ABI_VERSION));
+  if (info->abi_version < kOldestKernelAbi || info->abi_version > ATTNRES_KERNEL_ABI_VERSION)
+    throw fail(fmt::format("built for kernel ABI version {}, this attnres-check speaks versions {} to {}",
+                           info->abi_version, kOldestKernelAbi, ATTNRES_KERNEL_ABI_VERSION));
   if (info->device_type != kDLCPU && info->device_type != kDLCUDA)
     throw fail(fmt::format("device_type {} is neither kDLCPU ({}) nor kDLCUDA ({})", info->device_type, int(kDLCPU),
                            int(kDLCUDA)));

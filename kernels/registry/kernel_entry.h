@@ -20,9 +20,19 @@ namespace attnres {
 enum class OperandPlace { host, cuda_device };
 
 struct LaunchOptions {
-  bool layout_guard = true;                    // built-in native kernel: check strides before launching
-  bool hard_coded_row_stride = false;          // built-in portable kernel: replay the native kernel's bug
-  bool programmatic_dependent_launch = false;  // built-in native kernel: bench --pdl
+  bool layout_guard = true;            // built-in native kernel: check strides before launching
+  bool hard_coded_row_stride = false;  // built-in portable kernel: replay the native kernel's bug
+  // Programmatic dependent launch: the kernel may start before the previous one on its stream
+  // ends, and waits for it (griddepcontrol.wait) before reading. The native kernel and the C ABI's
+  // enable_pdl take it; bench --pdl and run --check pdl set it.
+  bool programmatic_dependent_launch = false;
+};
+
+// A call recorded into a CUDA graph, replayed with whatever its operands' buffers hold then.
+class CapturedCall {
+ public:
+  virtual ~CapturedCall() = default;
+  virtual void replay(cudaStream_t stream) = 0;
 };
 
 // Why an entry cannot take a problem: here (no device, an op that is not registered: the case
@@ -48,6 +58,11 @@ class KernelEntry {
   // Runs on `args`, whose pointers are where operands() says. Throws KernelRejection when the
   // kernel refuses, KernelFailure or CudaError when it fails.
   virtual void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) = 0;
+  // The call captured into a CUDA graph on `stream` (non-blocking, not capturing yet), as the
+  // kernel's framework captures: by default, the stream captured (global mode) around launch.
+  // Throws GraphCaptureError when it cannot be captured, KernelRejection when it refuses.
+  virtual std::unique_ptr<CapturedCall> capture(const AttnResArgs& args, const LaunchOptions& options,
+                                                cudaStream_t stream);
 };
 
 class KernelRegistry {

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -111,6 +112,23 @@ TEST(Explore, AKernelThatRefusesEverythingIsNotClean) {
   EXPECT_NE(run.text.find("0 passed, 40 refused as the kernel declares it may or must"), std::string::npos) << run.text;
   EXPECT_NE(run.text.find("  refused 40 times: \"test plugin: not implemented\""), std::string::npos) << run.text;
   EXPECT_NE(run.notes.find("no trial was computed and judged"), std::string::npos) << run.notes;
+}
+
+// Each property asked has a line: what it came to over the trials. On the CPU backend the
+// device checks are skipped; the built-in stand-ins have the others wherever they compute.
+TEST(Explore, EachCheckAskedHasALineOfCounts) {
+  const CommandOutput run = testing::run_cli(
+      {"explore", "--backend", "cpu", "--budget", "12", "--seed", "4", "--max-tokens", "40", "--check", "all"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.text;
+  for (const char* device_check : {"stream", "graph", "pdl"})
+    EXPECT_NE(run.text.find(fmt::format("  check {}: ", device_check)), std::string::npos) << run.text;
+  for (const char* host_check : {"determinism", "batch-invariance", "garbage"}) {
+    const std::size_t line = run.text.find(fmt::format("  check {}: ", host_check));
+    ASSERT_NE(line, std::string::npos) << run.text;
+    const std::string counts = run.text.substr(line, run.text.find('\n', line) - line);
+    EXPECT_NE(counts.find(" passed"), std::string::npos) << counts;
+    EXPECT_EQ(counts.find(" failed"), std::string::npos) << counts;
+  }
 }
 
 TEST(Explore, GuardedKernelsGoWrongNowhere) {

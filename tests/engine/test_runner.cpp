@@ -305,12 +305,18 @@ TEST(Properties, ACorrectKernelHasEveryProperty) {
   const CaseResult r =
       run_case(small_case(), backend, checking({std::begin(kAllCaseProperties), std::end(kAllCaseProperties)}));
   ASSERT_EQ(r.disposition, Disposition::passed) << r.detail;
-  ASSERT_EQ(r.properties.size(), 4u);
-  for (const PropertyResult& p : r.properties)
-    EXPECT_EQ(p.disposition, p.property == CaseProperty::stream ? Disposition::skipped : Disposition::passed)
-        << p.detail;
+  ASSERT_EQ(r.properties.size(), 6u);
+  for (const PropertyResult& p : r.properties) {
+    const bool on_device =
+        p.property == CaseProperty::stream || p.property == CaseProperty::graph || p.property == CaseProperty::pdl;
+    EXPECT_EQ(p.disposition, on_device ? Disposition::skipped : Disposition::passed) << p.detail;
+  }
   EXPECT_EQ(property_of(r, CaseProperty::stream).detail,
             "the CPU backend's kernels take host operands, and have no streams");
+  EXPECT_EQ(property_of(r, CaseProperty::graph).detail,
+            "the CPU backend's kernels take host operands, and have no CUDA graphs");
+  EXPECT_EQ(property_of(r, CaseProperty::pdl).detail,
+            "the CPU backend's kernels take host operands, and have no programmatic dependent launch");
   EXPECT_EQ(property_of(r, CaseProperty::determinism).detail,
             "3 more calls on the same inputs gave the judged call's bits");
   // Both sides of T, of vLLM's rms_norm bound, and of each native plan bound for 3 blocks at H=512.

@@ -336,12 +336,14 @@ TEST_F(PythonBridge, PropertiesAreJudgedThroughPython) {
                         "--kernel", function(name), "--check", "all"},
                        lacked.empty() ? kExitOk : kExitUnmet);
     ASSERT_EQ(r["cases"].size(), 1u);
-    ASSERT_EQ(r["cases"][0]["properties"].size(), 4u);
-    for (const json& p : r["cases"][0]["properties"])  // no streams on the host
-      EXPECT_EQ(p["disposition"], p["check"] == lacked     ? "failed"
-                                  : p["check"] == "stream" ? "skipped"
-                                                           : "passed")
+    ASSERT_EQ(r["cases"][0]["properties"].size(), 6u);
+    for (const json& p : r["cases"][0]["properties"]) {  // no streams, graphs or PDL on the host
+      const bool on_device = p["check"] == "stream" || p["check"] == "graph" || p["check"] == "pdl";
+      EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed"
+                                  : on_device          ? "skipped"
+                                                       : "passed")
           << name << " " << p["detail"];
+    }
   }
 }
 
@@ -388,12 +390,14 @@ TEST_F(Gpu, TorchOpBridgeOnDeviceTensors) {
                   "--torch-library", ATTNRES_TORCH_TEST_OPS});
   EXPECT_EQ(full.exit_code, kExitOk) << full.output;
   EXPECT_EQ(full.report["summary"]["by_disposition"]["passed"], 36);
-  // The op on the stream it is given: behind late inputs it waits for them.
+  // The op on the stream it is given: behind late inputs it waits for them, captured around it
+  // replays what it computes eagerly.
   const BinaryRun streamed = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
                                          "--kernel", "torch-op:attnres_test::attn_res_full", "--torch-library",
-                                         ATTNRES_TORCH_TEST_OPS, "--check", "stream"});
+                                         ATTNRES_TORCH_TEST_OPS, "--check", "stream,graph,pdl"});
   EXPECT_EQ(streamed.exit_code, kExitOk) << streamed.output;
-  for (const auto& c : streamed.report["cases"]) EXPECT_EQ(c["properties"][0]["disposition"], "passed") << c;
+  for (const auto& c : streamed.report["cases"])
+    for (const auto& p : c["properties"]) EXPECT_EQ(p["disposition"], "passed") << c["name"] << p;
   const BinaryRun seed = run_binary({"run", testing::source_path("cases/guard.json"), "--filter", "seed*", "--kernel",
                                      "torch-op:attnres_test::kimi_k3_attn_res_hardcoded", "--torch-library",
                                      ATTNRES_TORCH_TEST_OPS, "--profile", "vllm-op"});
@@ -426,13 +430,25 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
     EXPECT_EQ(run.exit_code, kExitOk) << function << run.output;
     EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 0) << function;
   }
-  // A Triton kernel on the stream the bridge makes current: behind late inputs it waits for them.
-  const BinaryRun streamed =
-      run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
-                  "python:attnres_python_test:attn_res_triton", "--check", "stream,determinism"});
-  EXPECT_EQ(streamed.exit_code, kExitOk) << streamed.output;
-  for (const auto& c : streamed.report["cases"])
-    for (const auto& p : c["properties"]) EXPECT_EQ(p["disposition"], "passed") << c["name"] << p;
+  // A Triton kernel on the stream the bridge makes current: behind late inputs it waits for them;
+  // under torch.cuda.graph it replays what it computes eagerly. torch eager too; a check that
+  // reads the weights on the host cannot be captured, and fails the graph check only.
+  for (const auto& [function, lacked] : {std::pair<std::string, std::string>{"attn_res_triton", ""},
+                                         {"attn_res_eager_any_stride", ""},
+                                         {"attn_res_checks_on_host", "graph"}}) {
+    const BinaryRun checked =
+        run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                    "python:attnres_python_test:" + function, "--check", "stream,graph,pdl,determinism"});
+    EXPECT_EQ(checked.exit_code, lacked.empty() ? kExitOk : kExitUnmet) << function << checked.output;
+    for (const auto& c : checked.report["cases"])
+      for (const auto& p : c["properties"])
+        EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed" : "passed") << function << c["name"] << p;
+    if (!lacked.empty())
+      EXPECT_NE(checked.report["cases"][0]["detail"].get<std::string>().find(
+                    "graph: the call cannot be captured in a CUDA graph: "),
+                std::string::npos)
+          << checked.report["cases"][0]["detail"];
+  }
   // The seed's dispatch without the op-existence check, on a torch without vLLM's op.
   const BinaryRun missing =
       run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",

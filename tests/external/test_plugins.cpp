@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -299,12 +300,14 @@ TEST(Plugins, EachPropertyFailsTheKernelThatLacksItAndNoOther) {
     const json written = json::parse(read_file(report));
     ASSERT_EQ(written["cases"].size(), 5u);
     for (const json& c : written["cases"]) {
-      ASSERT_EQ(c["properties"].size(), 4u) << variant << " " << c["name"];
-      for (const json& p : c["properties"])
-        EXPECT_EQ(p["disposition"], p["check"] == lacked     ? "failed"
-                                    : p["check"] == "stream" ? "skipped"
-                                                             : "passed")
+      ASSERT_EQ(c["properties"].size(), 6u) << variant << " " << c["name"];
+      for (const json& p : c["properties"]) {
+        const bool on_device = p["check"] == "stream" || p["check"] == "graph" || p["check"] == "pdl";
+        EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed"
+                                    : on_device          ? "skipped"
+                                                         : "passed")
             << variant << " " << c["name"] << " " << p["check"] << ": " << p["detail"];
+      }
       EXPECT_EQ(c["disposition"], lacked.empty() ? "passed" : "failed") << variant << " " << c["name"];
       if (!lacked.empty()) EXPECT_EQ(c["detail"].get<std::string>().rfind(lacked + ": ", 0), 0u) << c["detail"];
     }
@@ -344,10 +347,20 @@ TEST(Plugins, ABiasInsideTheToleranceFails) {
   }
 }
 
+// A plugin built for version 1 of the C ABI (before enable_pdl) is called as before.
+TEST(Plugins, AVersionOnePluginStillRuns) {
+  TempDir dir;
+  const std::string report = (dir.path() / "r.json").string();
+  const CommandOutput out = run_on(plugin("abi_v1"), {"--json", report});
+  EXPECT_EQ(out.exit_code, kExitOk) << out.text;
+  const json r = json::parse(read_file(report));
+  EXPECT_EQ(r["summary"]["by_disposition"]["passed"], r["summary"]["total"]);
+}
+
 TEST(Plugins, BrokenPluginsAreClearErrors) {
   const std::string cases = testing::source_path("cases/guard.json");
   EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("wrong_abi")})
-                .find("built for kernel ABI version 999, this attnres-check speaks version 1"),
+                .find("built for kernel ABI version 999, this attnres-check speaks versions 1 to 2"),
             std::string::npos);
   EXPECT_NE(usage_error({"run", cases, "--backend", "cpu", "--kernel", plugin("ok") + ":nosuch"})
                 .find("no symbol nosuch_info"),
@@ -548,21 +561,26 @@ TEST_F(Gpu, LateWritesOnTheKernelsOwnStreamAreJudged) {
   }
 }
 
-// run --check all on the GPU: the CUDA test kernel that takes every stride has every property.
-// The built-in kernels the dispatcher picks have every property but batch invariance: the native
-// kernel's plans (split clusters of 8, 4 and 2 CTAs, the ring) reduce in other orders, so a row's
-// bits change across the plan bounds (README, "The built-in kernels"). The kernel whose large-batch
-// path rounds its weights fails batch invariance only, the one whose batch-wide reduction spreads
-// NaN fails the garbage check only, and the one that launches on the legacy default stream fails
-// the stream check only.
+// run --check all on the GPU: the CUDA test kernel that takes every stride has every property,
+// launched with PDL where it is asked to. The built-in kernels the dispatcher picks have every
+// property but batch invariance: the native kernel's plans (split clusters of 8, 4 and 2 CTAs, the
+// ring) reduce in other orders, so a row's bits change across the plan bounds (README, "The
+// built-in kernels"). The kernel whose large-batch path rounds its weights fails batch invariance
+// only, the one whose batch-wide reduction spreads NaN the garbage check only, the one that never
+// waits for the previous grid under PDL the PDL check only, the one that reads its weights on the
+// host at capture time the graph check only. The one that launches on the legacy default stream
+// fails the stream check, and the graph and PDL checks too: it runs at capture time, not in the
+// graph, and does not wait for the producer on the stream it is given.
 TEST_F(Gpu, PropertiesAreJudgedOnTheDevice) {
   const std::vector<std::string> cases{testing::source_path("cases/public.json"), "--filter", "public-t17-b[1-4]*",
                                        "--check", "all"};
-  const std::map<std::string, std::string> lacks{{"", "batch-invariance"},
-                                                 {cuda_plugin("ok"), ""},
-                                                 {cuda_plugin("depends_on_batch"), "batch-invariance"},
-                                                 {cuda_plugin("leaks_garbage"), "garbage"},
-                                                 {cuda_plugin("default_stream"), "stream"}};
+  const std::map<std::string, std::set<std::string>> lacks{{"", {"batch-invariance"}},
+                                                           {cuda_plugin("ok"), {}},
+                                                           {cuda_plugin("depends_on_batch"), {"batch-invariance"}},
+                                                           {cuda_plugin("leaks_garbage"), {"garbage"}},
+                                                           {cuda_plugin("default_stream"), {"stream", "graph", "pdl"}},
+                                                           {cuda_plugin("reads_before_wait"), {"pdl"}},
+                                                           {cuda_plugin("bakes_at_capture"), {"graph"}}};
   for (const auto& [kernel, lacked] : lacks) {
     std::vector<std::string> args{"run"};
     args.insert(args.end(), cases.begin(), cases.end());
@@ -570,10 +588,19 @@ TEST_F(Gpu, PropertiesAreJudgedOnTheDevice) {
     const BinaryRun run = run_binary(args);
     EXPECT_EQ(run.exit_code, lacked.empty() ? kExitOk : kExitUnmet) << kernel << run.output;
     ASSERT_EQ(run.report["cases"].size(), 4u) << run.output;
+    if (kernel == cuda_plugin("bakes_at_capture"))
+      EXPECT_NE(run.report["cases"][0]["detail"].get<std::string>().find("graph: replay 2, on fresh inputs (seed "),
+                std::string::npos)
+          << run.report["cases"][0]["detail"];
+    if (kernel == cuda_plugin("reads_before_wait"))
+      EXPECT_EQ(run.report["cases"][0]["detail"].get<std::string>().rfind(
+                    "pdl: launched with programmatic dependent launch behind a producer", 0),
+                0u)
+          << run.report["cases"][0]["detail"];
     for (const nlohmann::json& c : run.report["cases"]) {
-      ASSERT_EQ(c["properties"].size(), 4u) << kernel << " " << c["name"];
+      ASSERT_EQ(c["properties"].size(), 6u) << kernel << " " << c["name"];
       for (const nlohmann::json& p : c["properties"])
-        EXPECT_EQ(p["disposition"], p["check"] == lacked ? "failed" : "passed")
+        EXPECT_EQ(p["disposition"], lacked.count(p["check"]) ? "failed" : "passed")
             << kernel << " " << c["name"] << " " << p["check"] << ": " << p["detail"];
     }
   }

@@ -92,6 +92,16 @@ def attn_res_leaks_garbage(prefix, delta, blocks, norm_weight, qk_weight, output
     return (out.float() * (1 + 0 * batch_sum)).to(torch.bfloat16)
 
 
+def attn_res_checks_on_host(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                            block_write_idx, eps, output_norm_eps):
+    """attn_res_eager_any_stride behind a check of its weights read on the host: right on every
+    call, and it cannot be captured in a CUDA graph (the read waits for the device)."""
+    if not bool(torch.isfinite(norm_weight).all()):
+        raise ValueError("norm_weight holds NaN or Inf")
+    return _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                     output_norm_eps)
+
+
 def attn_res_eager_hardcoded(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
                              block_write_idx, eps, output_norm_eps):
     tokens, hidden = prefix.shape

@@ -27,6 +27,7 @@
 //                               the whole batch's p (a batch-wide amax for a quantization scale):
 //                               a NaN or Inf in any row makes every row NaN
 //   ATTNRES_PLUGIN_WRONG_ABI    reports ABI version 999
+//   ATTNRES_PLUGIN_ABI_V1       the fixed kernel, built for ABI version 1 (before enable_pdl)
 //   ATTNRES_PLUGIN_THROWS       lets a C++ exception out of its C entry
 //   ATTNRES_PLUGIN_FAILS        returns ATTNRES_KERNEL_FAILED with a message
 //   ATTNRES_PLUGIN_CRASHES      the fixed kernel, but it kills its process on every call with 3
@@ -209,6 +210,8 @@ extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
 #endif
 #if defined(ATTNRES_PLUGIN_WRONG_ABI)
   static const AttnResKernelInfo info{999u, kDLCPU, "test plugin built for another ABI"};
+#elif defined(ATTNRES_PLUGIN_ABI_V1)
+  static const AttnResKernelInfo info{1u, kDLCPU, "test plugin built for ABI version 1"};
 #else
   static const AttnResKernelInfo info{ATTNRES_KERNEL_ABI_VERSION, kDLCPU, "attnres-check test plugin (CPU)"};
 #endif

@@ -15,11 +15,20 @@
 // large-batch path): within tolerance, and a row's bits depend on the batch.
 // ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE scales every output by 1 + 0 * a sum of |p| over the whole
 // batch (a batch-wide amax for a quantization scale): a NaN or Inf in any row makes every row NaN.
+// Asked for programmatic dependent launch (enable_pdl), every variant launches with it and waits
+// for the previous grid first; ATTNRES_PLUGIN_CUDA_READS_BEFORE_WAIT launches with it and never
+// waits, so it reads inputs the previous kernel has not written yet.
+// ATTNRES_PLUGIN_CUDA_BAKES_AT_CAPTURE multiplies norm_weight by qk_weight on the host at every
+// call and uploads the product; a call being captured in a CUDA graph cannot read the weights
+// back, so it records the upload of the last product made: replays use the weights of the
+// last eager call.
 #include <attnres/kernel_abi.h>
 
 #include <cuda_bf16.h>
 
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "packed_rows.h"
 
@@ -50,6 +59,8 @@ struct Operands {
   float eps, output_norm_eps;
   long long prefix_row, delta_row, output_row, block_token, block_row;
   long long hidden;
+  const float* fused_weight;  // norm_weight * qk_weight, where the kernel made it beforehand
+  bool wait_for_previous_grid;
 };
 
 #if defined(ATTNRES_PLUGIN_CUDA_LEAKS_GARBAGE)
@@ -76,6 +87,9 @@ __device__ float weight_of(float weight) {
 }
 
 __global__ void attn_res_kernel(Operands o) {
+#if __CUDA_ARCH__ >= 900
+  if (o.wait_for_previous_grid) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   __shared__ float scratch[kThreads / 32];
   __shared__ float logits[kMaxSources];
   const long long t = blockIdx.x;
@@ -96,7 +110,7 @@ __global__ void attn_res_kernel(Operands o) {
     float dot = 0, squares = 0;
     for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
       const float v = source(s, h);
-      dot += v * load(o.norm_weight, h) * load(o.qk_weight, h);
+      dot += o.fused_weight ? v * o.fused_weight[h] : v * load(o.norm_weight, h) * load(o.qk_weight, h);
       squares += v * v;
     }
     dot = block_sum(dot, scratch);
@@ -147,6 +161,47 @@ __global__ void late_write_kernel(DLTensor output, long long tokens, long long h
 }
 #endif
 
+#if defined(ATTNRES_PLUGIN_CUDA_BAKES_AT_CAPTURE)
+float bf16_value(unsigned short bits) {
+  const unsigned int word = unsigned(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+// norm_weight * qk_weight made on the host and queued for upload; nullptr when it fails (the
+// message in c->error, or CUDA's last error).
+const float* fused_weight(const AttnResKernelCall* c, long long hidden) {
+  static float* host = nullptr;
+  static float* device = nullptr;
+  static long long size = 0;
+  const auto stream = static_cast<cudaStream_t>(c->stream);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) return nullptr;
+  if (capturing == cudaStreamCaptureStatusNone) {
+    if (size < hidden) {
+      cudaFreeHost(host);
+      cudaFree(device);
+      if (cudaMallocHost(&host, size_t(hidden) * sizeof(float)) != cudaSuccess ||
+          cudaMalloc(&device, size_t(hidden) * sizeof(float)) != cudaSuccess)
+        return nullptr;
+      size = hidden;
+    }
+    std::vector<unsigned short> norm(static_cast<size_t>(hidden)), qk(static_cast<size_t>(hidden));
+    if (cudaMemcpyAsync(norm.data(), c->norm_weight->data, size_t(hidden) * 2, cudaMemcpyDeviceToHost, stream) ||
+        cudaMemcpyAsync(qk.data(), c->qk_weight->data, size_t(hidden) * 2, cudaMemcpyDeviceToHost, stream) ||
+        cudaStreamSynchronize(stream))
+      return nullptr;
+    for (long long h = 0; h < hidden; ++h) host[h] = bf16_value(norm[size_t(h)]) * bf16_value(qk[size_t(h)]);
+  } else if (size < hidden) {
+    std::snprintf(c->error, c->error_capacity, "no weights were made before the capture");
+    return nullptr;
+  }
+  if (cudaMemcpyAsync(device, host, size_t(hidden) * sizeof(float), cudaMemcpyHostToDevice, stream)) return nullptr;
+  return device;
+}
+#endif
+
 }  // namespace
 
 extern "C" const AttnResKernelInfo* attnres_kernel_info(void) {
@@ -192,10 +247,31 @@ extern "C" int attnres_kernel(const AttnResKernelCall* c) {
   }
   batch_sum_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
 #endif
+#if defined(ATTNRES_PLUGIN_CUDA_BAKES_AT_CAPTURE)
+  o.fused_weight = fused_weight(c, hidden);
+  if (!o.fused_weight) {
+    if (!c->error[0]) std::snprintf(c->error, c->error_capacity, "%s", cudaGetErrorString(cudaGetLastError()));
+    return ATTNRES_KERNEL_FAILED;
+  }
+#endif
 #if defined(ATTNRES_PLUGIN_CUDA_DEFAULT_STREAM)
   attn_res_kernel<<<unsigned(tokens), kThreads>>>(o);
 #else
-  attn_res_kernel<<<unsigned(tokens), kThreads, 0, static_cast<cudaStream_t>(c->stream)>>>(o);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(tokens));
+  config.blockDim = dim3(kThreads);
+  config.stream = static_cast<cudaStream_t>(c->stream);
+  cudaLaunchAttribute pdl{};
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  if (c->abi_version >= 2 && c->enable_pdl) {
+    config.attrs = &pdl;
+    config.numAttrs = 1;
+#if !defined(ATTNRES_PLUGIN_CUDA_READS_BEFORE_WAIT)
+    o.wait_for_previous_grid = true;
+#endif
+  }
+  cudaLaunchKernelEx(&config, attn_res_kernel, o);
 #endif
 #if defined(ATTNRES_PLUGIN_CUDA_LATE_WRITER)
   static cudaStream_t own = [] {

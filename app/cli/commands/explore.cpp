@@ -175,6 +175,8 @@ CommandOutput explore_command(const ExploreArguments& args, const CommonArgument
                   args.no_layout_guard ? ", layout guard off" : "", args.budget);
   std::array<int, 5> counts{};
   std::map<std::string, int> kernels, refusals, skip_reasons, not_run_reasons;
+  // Each property asked (--check), by what it came to over the trials that judged it.
+  std::map<CaseProperty, std::map<Disposition, int>> property_counts;
   // A problem the kernel's signature cannot express is drawn again (a few times), so that the
   // budget goes to what the kernel can be asked.
   constexpr int kRedraws = 16;
@@ -188,6 +190,7 @@ CommandOutput explore_command(const ExploreArguments& args, const CommonArgument
       spec = draw_case(rng, i, limits);
       result = runner->run(spec);
     }
+    for (const PropertyResult& p : result.properties) ++property_counts[p.property][p.disposition];
     const TrialOutcome outcome = classify_trial(result);
     ++counts[std::size_t(outcome)];
     ++kernels[result.kernel];
@@ -219,6 +222,12 @@ CommandOutput explore_command(const ExploreArguments& args, const CommonArgument
   // Each reason with its count, so that what the kernel cannot be asked is seen.
   out.text += counted_lines("refused", refusals) + counted_lines("skipped", skip_reasons) +
               counted_lines("not run", not_run_reasons);
+  for (const auto& [property, by_disposition] : property_counts) {
+    std::string counted;
+    for (const auto& [disposition, n] : by_disposition)
+      counted += fmt::format("{}{} {}", counted.empty() ? "" : ", ", n, to_string(disposition));
+    out.text += fmt::format("  check {}: {}\n", to_string(property), counted);
+  }
   if (args.budget > 0 && counts[std::size_t(TrialOutcome::passed)] == 0) {
     out.notes += "no trial was computed and judged: every one was refused, skipped or not run\n";
     out.exit_code = kExitUnmet;

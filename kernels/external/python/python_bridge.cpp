@@ -50,6 +50,39 @@ def call(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, s
         return call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
 
 
+# Graphs captured and not yet released, by key: they hold the memory torch gave them.
+graphs = {}
+
+
+def capture(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, stream):
+    """The call recorded under torch.cuda.graph on the CUDA stream `stream`; the graph's key. The
+    kernel's own error while capturing is raised, not the one ending the broken capture gives."""
+    graph = torch.cuda.CUDAGraph()
+    failure = None
+    try:
+        with torch.cuda.graph(graph, stream=torch.cuda.ExternalStream(stream)):
+            try:
+                call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
+            except Exception as error:
+                failure = error
+    except Exception:
+        if failure is None:
+            raise
+    if failure is not None:
+        raise failure
+    graphs[id(graph)] = graph
+    return id(graph)
+
+
+def replay(key, stream):
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        graphs[key].replay()
+
+
+def release(key):
+    del graphs[key]
+
+
 def call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps):
     names = ("prefix", "delta", "blocks", "norm_weight", "qk_weight", "output_norm_weight", "output")
     values = {name: None if c is None else torch.utils.dlpack.from_dlpack(c) for name, c in zip(names, capsules)}
@@ -79,6 +112,9 @@ struct PythonKernel {
   PyObject* binding = nullptr;
   BindingLimits limits;
   PyObject* glue_call = nullptr;
+  PyObject* glue_capture = nullptr;
+  PyObject* glue_replay = nullptr;
+  PyObject* glue_release = nullptr;
   PyObject* wrong_result = nullptr;
   std::string unusable;  // why no case can run on it, when none can
 };
@@ -218,9 +254,13 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
   PyObject* const wrong_result = PyDict_GetItemString(globals, "WrongResult");
   PyObject* const cuda_unavailable = PyDict_GetItemString(globals, "cuda_unavailable");
   PyObject* const bind_or_why = PyDict_GetItemString(globals, "bind_or_why");
-  if (!glue_call || !wrong_result || !cuda_unavailable || !bind_or_why) {
+  PyObject* const glue_capture = PyDict_GetItemString(globals, "capture");
+  PyObject* const glue_replay = PyDict_GetItemString(globals, "replay");
+  PyObject* const glue_release = PyDict_GetItemString(globals, "release");
+  if (!glue_call || !wrong_result || !cuda_unavailable || !bind_or_why || !glue_capture || !glue_replay ||
+      !glue_release) {
     copy_text(report->message, report->message_capacity,
-              "the glue module lacks call, WrongResult, cuda_unavailable or bind_or_why");
+              "the glue module lacks call, capture, replay, release, WrongResult, cuda_unavailable or bind_or_why");
     return nullptr;
   }
   PyObject* module = PyImport_ImportModule(module_name.c_str());
@@ -255,9 +295,11 @@ void* open(const char* target, const char* /*library*/, const char* signature, i
   Py_INCREF(kernel->binding);
   Py_DECREF(bound);
   kernel->glue_call = glue_call;
+  kernel->glue_capture = glue_capture;
+  kernel->glue_replay = glue_replay;
+  kernel->glue_release = glue_release;
   kernel->wrong_result = wrong_result;
-  Py_INCREF(kernel->glue_call);
-  Py_INCREF(kernel->wrong_result);
+  for (PyObject* kept : {glue_call, glue_capture, glue_replay, glue_release, wrong_result}) Py_INCREF(kept);
   if (device_type == kDLCUDA) {
     if (PyObject* why = PyObject_CallObject(cuda_unavailable, nullptr)) {
       if (why != Py_None) kernel->unusable = text_of(why);
@@ -326,10 +368,9 @@ PyObject* capsule_of(const DLTensor* tensor) {
   return capsule;
 }
 
-int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report) {
-  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
-  // Python code launches on torch's current stream: the glue makes the call's stream current.
-  Gil gil;
+// glue(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, stream) for one of
+// the glue's call and capture, with the GIL held; a new reference, or nullptr with the error pending.
+PyObject* call_glue(PyObject* glue, const PythonKernel& kernel, const AttnResKernelCall* call) {
   PyObject* capsules = PyTuple_New(7);
   const DLTensor* operands[7] = {call->prefix,      call->delta,     call->blocks,
                                  call->norm_weight, call->qk_weight, call->output_norm_weight,
@@ -341,12 +382,19 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
     if (built) PyTuple_SET_ITEM(capsules, i, capsule);  // steals the reference
   }
   PyObject* result =
-      built ? PyObject_CallFunction(kernel.glue_call, "OOLLddK", kernel.binding, capsules,
-                                    static_cast<long long>(call->num_blocks),
+      built ? PyObject_CallFunction(glue, "OOLLddK", kernel.binding, capsules, static_cast<long long>(call->num_blocks),
                                     static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps,
                                     static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(call->stream)))
             : nullptr;
   Py_XDECREF(capsules);
+  return result;
+}
+
+int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report) {
+  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  // Python code launches on torch's current stream: the glue makes the call's stream current.
+  Gil gil;
+  PyObject* result = call_glue(kernel.glue_call, kernel, call);
   if (result) {
     Py_DECREF(result);
     return ATTNRES_KERNEL_OK;
@@ -365,7 +413,50 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
   return status;
 }
 
-const AttnResBridge kBridge{ATTNRES_BRIDGE_ABI_VERSION, open, cannot_implement, launch};
+// The call under torch.cuda.graph, so that what torch allocates while capturing comes from the
+// graph's own pool. Any error while capturing is a capture failure, a refusal too.
+int capture(void* handle, const AttnResKernelCall* call, void** graph, AttnResBridgeReport* report) {
+  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  Gil gil;
+  PyObject* key = call_glue(kernel.glue_capture, kernel, call);
+  if (!key) {
+    PythonError error = fetch_error();
+    report_error(error, report);
+    Py_XDECREF(error.type);
+    return ATTNRES_KERNEL_FAILED;
+  }
+  *graph = key;  // the reference is released with the graph
+  return ATTNRES_KERNEL_OK;
+}
+
+int replay(void* handle, void* graph, void* stream, AttnResBridgeReport* report) {
+  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  Gil gil;
+  PyObject* done = PyObject_CallFunction(kernel.glue_replay, "OK", static_cast<PyObject*>(graph),
+                                         static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(stream)));
+  if (done) {
+    Py_DECREF(done);
+    return ATTNRES_KERNEL_OK;
+  }
+  PythonError error = fetch_error();
+  report_error(error, report);
+  Py_XDECREF(error.type);
+  return ATTNRES_KERNEL_FAILED;
+}
+
+void release(void* handle, void* graph) {
+  const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
+  Gil gil;
+  PyObject* key = static_cast<PyObject*>(graph);
+  if (PyObject* done = PyObject_CallFunctionObjArgs(kernel.glue_release, key, nullptr)) {
+    Py_DECREF(done);
+  } else {
+    PyErr_Clear();  // nothing is left to release
+  }
+  Py_DECREF(key);
+}
+
+const AttnResBridge kBridge{ATTNRES_BRIDGE_ABI_VERSION, open, cannot_implement, launch, capture, replay, release};
 
 }  // namespace
 

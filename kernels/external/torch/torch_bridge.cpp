@@ -260,7 +260,8 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
   }
 }
 
-const AttnResBridge kBridge{ATTNRES_BRIDGE_ABI_VERSION, open, cannot_implement, launch};
+// A torch op is captured as the tool captures any launch: it writes into the tool's buffers.
+const AttnResBridge kBridge{ATTNRES_BRIDGE_ABI_VERSION, open, cannot_implement, launch, nullptr, nullptr, nullptr};
 
 }  // namespace
 
