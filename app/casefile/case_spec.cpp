@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
@@ -480,9 +481,21 @@ struct CaseFileWalk {
   std::unordered_set<std::pair<dev_t, ino_t>, DirectoryIdHash> visited;
   std::vector<std::string> files;
   std::vector<CaseLoadError>& errors;
+  std::vector<std::string>& opted_out;
   std::size_t files_found = 0;  // below every directory given
   bool too_many = false;
 };
+
+// Why a directory's cases run only when it is named itself (its kOptInMarker's first line), if
+// they do.
+std::optional<std::string> opt_in_reason(const std::filesystem::path& dir) {
+  std::ifstream marker(dir / kOptInMarker);
+  if (!marker) return std::nullopt;
+  std::string line(kMaxOptInReason, '\0');
+  marker.getline(line.data(), std::streamsize(line.size()));
+  line.resize(std::strlen(line.c_str()));
+  return line.empty() ? std::string(kOptInMarker) : printable(line);
+}
 
 // Adds the *.json files below `dir`. Directory symlinks are followed; one that leads back to
 // a directory being read (a loop), an unreadable directory and an entry that cannot be
@@ -516,6 +529,11 @@ void collect_case_files(const std::filesystem::path& dir, CaseFileWalk& walk) {
       continue;
     }
     if (S_ISDIR(status.st_mode)) {
+      if (const std::optional<std::string> why = opt_in_reason(entry)) {
+        walk.opted_out.push_back(fmt::format("{}: not read: its cases run only when the directory is named ({})",
+                                             printable(entry.string()), *why));
+        continue;
+      }
       const auto loop = std::find_if(walk.ancestors.begin(), walk.ancestors.end(), [&](const DirectoryId& a) {
         return a.device == status.st_dev && a.inode == status.st_ino;
       });
@@ -546,7 +564,7 @@ void collect_case_files(const std::filesystem::path& dir, CaseFileWalk& walk) {
 LoadedCases load_cases(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;
   LoadedCases out;
-  CaseFileWalk walk{{}, {}, {}, out.errors};
+  CaseFileWalk walk{{}, {}, {}, out.errors, out.opted_out};
   for (const std::string& path : paths) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {

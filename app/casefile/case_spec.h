@@ -91,10 +91,17 @@ struct CaseLoadError {
 struct LoadedCases {
   std::vector<CaseSpec> cases;
   std::vector<CaseLoadError> errors;
+  std::vector<std::string> opted_out;  // a line for each directory below those given not read: opt-in
 };
 
-// Files and directories (read recursively, *.json in name order). A bad case is an error of
-// its own; the other cases of the same file are still returned.
+// A directory holding this file is read only when it is named itself, not from a directory
+// above it (cases/scale: tens of GB of device memory); the file's first line says why.
+inline constexpr const char* kOptInMarker = "OPT-IN";
+inline constexpr std::size_t kMaxOptInReason = 400;
+
+// Files and directories (read recursively, *.json in name order; a directory with kOptInMarker
+// only where named). A bad case is an error of its own; the other cases of the same file are
+// still returned.
 LoadedCases load_cases(const std::vector<std::string>& paths);
 
 // The cases of one file's text: every failure (not JSON, a bad case) is an error naming `file`.

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+
+#include "app/casefile/case_layout.h"
 #include "app/casefile/case_spec.h"
 #include "tests/test_util.h"
 
@@ -186,7 +190,8 @@ TEST(CaseSpec, ChecksAreNamedPropertiesKeptInOneOrder) {
   EXPECT_EQ(parse_case(case_to_json(spec), "f", "").checks, spec.checks);
   EXPECT_FALSE(case_to_json(parse_case(minimal(), "f", "")).contains("checks"));
   c["checks"] = {"determinism", "speed"};
-  EXPECT_EQ(error_of(c, "f"), "f: /checks/1: must be one of determinism, batch-invariance, garbage, stream, graph, pdl, got \"speed\"");
+  EXPECT_EQ(error_of(c, "f"),
+            "f: /checks/1: must be one of determinism, batch-invariance, garbage, stream, graph, pdl, got \"speed\"");
   c["checks"] = "determinism";
   EXPECT_EQ(error_of(c, "f"), "f: /checks: must be a list of names, got string");
 }
@@ -218,6 +223,34 @@ TEST(CaseSpec, DuplicateNamesAndMissingPaths) {
   ASSERT_EQ(loaded.errors.size(), 2u);
   EXPECT_EQ(loaded.errors[0].to_string(), (dir.path() / "nope.json").string() + ": no such file or directory");
   EXPECT_EQ(loaded.errors[1].to_string(), b + ": /name: duplicate case name \"c\" (also at " + a + ")");
+}
+
+// cases/scale holds an OPT-IN marker: `run cases` leaves it out, saying why; naming it runs its
+// cases, whose largest element offsets straddle 2^31 - 1 and 2^32 - 1.
+TEST(CaseSpec, AnOptInDirectoryIsReadOnlyWhereNamed) {
+  const std::string scale = testing::source_path("cases/scale");
+  const LoadedCases all = load_cases({testing::source_path("cases")});
+  for (const CaseSpec& c : all.cases) EXPECT_NE(c.file.rfind(scale, 0), 0u) << c.name;
+  ASSERT_EQ(all.opted_out.size(), 1u);
+  EXPECT_EQ(all.opted_out[0].rfind(scale + ": not read: its cases run only when the directory is named (Element "
+                                           "offsets past 2^31 - 1 and 2^32 - 1",
+                                   0),
+            0u)
+      << all.opted_out[0];
+  const LoadedCases named = load_cases({scale});
+  EXPECT_TRUE(named.errors.empty());
+  EXPECT_TRUE(named.opted_out.empty());
+  std::int64_t int32_max = 0, uint32_max = 0;
+  for (const CaseSpec& c : named.cases) {
+    std::int64_t largest = 0;  // the offset of the last element from the first, in any tensor
+    for (const TensorLayout& layout : case_layouts(c.shape, c.strides))
+      if (!layout.empty()) largest = std::max(largest, layout.row_start(layout.rows() - 1) + layout.columns - 1);
+    int32_max += largest > INT32_MAX;
+    uint32_max += largest > UINT32_MAX;
+  }
+  EXPECT_EQ(named.cases.size(), 7u);
+  EXPECT_EQ(int32_max, 6);   // one dense case is just below
+  EXPECT_EQ(uint32_max, 1);  // the dense case just above 2^32 - 1
 }
 
 TEST(CaseSpec, BundledCasesAllLoad) {

@@ -606,5 +606,28 @@ TEST_F(Gpu, PropertiesAreJudgedOnTheDevice) {
   }
 }
 
+// cases/scale, whose largest element offsets straddle 2^31 - 1 and 2^32 - 1 (up to 11.8 GB of
+// tensors and a 4.3 GB reference a case): the built-in kernels and the CUDA test kernel compute every one; the kernel
+// that indexes with 32-bit ints passes the case below 2^31 - 1 and is caught on each past it.
+TEST_F(Gpu, OffsetsPast32BitsAreJudged) {
+  constexpr std::int64_t kNeeded = std::int64_t(24) << 30;
+  if (backend_->free_device_bytes().value_or(0) < kNeeded)
+    GTEST_SKIP() << "cases/scale's largest case holds 11.8 GB of tensors and a 4.3 GB reference; this test asks "
+                    "for 24 GiB of free device memory";
+  const std::string scale = testing::source_path("cases/scale");
+  const BinaryRun builtin = run_binary({"run", scale});
+  EXPECT_EQ(builtin.exit_code, kExitOk) << builtin.output;
+  EXPECT_EQ(builtin.report["summary"]["by_disposition"]["passed"], 7) << builtin.output;
+  const BinaryRun fixed = run_binary({"run", scale, "--kernel", cuda_plugin("ok"), "--profile", "vllm-op"});
+  EXPECT_EQ(fixed.exit_code, kExitOk) << fixed.output;
+  const BinaryRun narrow =
+      run_binary({"run", scale, "--filter", "scale-blocks-*", "--kernel", cuda_plugin("int32_offsets")});
+  EXPECT_EQ(narrow.exit_code, kExitUnmet) << narrow.output;
+  ASSERT_EQ(narrow.report["cases"].size(), 5u) << narrow.output;
+  for (const nlohmann::json& c : narrow.report["cases"])
+    EXPECT_EQ(c["disposition"] == "passed", c["name"] == "scale-blocks-offset-below-int32-max")
+        << c["name"] << ": " << c["detail"];
+}
+
 }  // namespace
 }  // namespace attnres

@@ -18,6 +18,8 @@
 // Asked for programmatic dependent launch (enable_pdl), every variant launches with it and waits
 // for the previous grid first; ATTNRES_PLUGIN_CUDA_READS_BEFORE_WAIT launches with it and never
 // waits, so it reads inputs the previous kernel has not written yet.
+// ATTNRES_PLUGIN_CUDA_INT32_OFFSETS computes element offsets in 32-bit ints: right below 2^31
+// elements, a wild address past them (cases/scale).
 // ATTNRES_PLUGIN_CUDA_BAKES_AT_CAPTURE multiplies norm_weight by qk_weight on the host at every
 // call and uploads the product; a call being captured in a CUDA graph cannot read the weights
 // back, so it records the upload of the last product made: replays use the weights of the
@@ -36,6 +38,16 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxSources = 65;
+
+// The element offset t * t_stride + s * s_stride + h.
+__device__ long long element_offset(long long t, long long t_stride, long long s, long long s_stride, long long h) {
+  const long long offset = t * t_stride + s * s_stride + h;
+#if defined(ATTNRES_PLUGIN_CUDA_INT32_OFFSETS)
+  return static_cast<int>(static_cast<unsigned int>(offset));  // as a kernel that indexes with int computes it
+#else
+  return offset;
+#endif
+}
 
 __device__ float load(const DLTensor& t, long long offset) {
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(t.data)[offset]);
@@ -93,19 +105,20 @@ __global__ void attn_res_kernel(Operands o) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float logits[kMaxSources];
   const long long t = blockIdx.x;
-  auto* prefix = reinterpret_cast<__nv_bfloat16*>(o.prefix.data) + t * o.prefix_row;
-  auto* blocks = reinterpret_cast<__nv_bfloat16*>(o.blocks.data) + t * o.block_token;
+  auto* prefix = reinterpret_cast<__nv_bfloat16*>(o.prefix.data) + element_offset(t, o.prefix_row, 0, 0, 0);
+  auto* blocks = reinterpret_cast<__nv_bfloat16*>(o.blocks.data);
+  auto block = [&](long long s, long long h) -> __nv_bfloat16& {
+    return blocks[element_offset(t, o.block_token, s, o.block_row, h)];
+  };
   for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
     float sum = __bfloat162float(prefix[h]);
-    if (o.has_delta) sum += load(o.delta, t * o.delta_row + h);
+    if (o.has_delta) sum += load(o.delta, element_offset(t, o.delta_row, 0, 0, h));
     prefix[h] = __float2bfloat16_rn(sum);
-    if (o.block_write_idx >= 0) blocks[o.block_write_idx * o.block_row + h] = prefix[h];
+    if (o.block_write_idx >= 0) block(o.block_write_idx, h) = prefix[h];
   }
   __syncthreads();
   const int sources = o.num_blocks + 1;
-  auto source = [&](int s, long long h) {
-    return __bfloat162float(s < o.num_blocks ? blocks[s * o.block_row + h] : prefix[h]);
-  };
+  auto source = [&](int s, long long h) { return __bfloat162float(s < o.num_blocks ? block(s, h) : prefix[h]); };
   for (int s = 0; s < sources; ++s) {
     float dot = 0, squares = 0;
     for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
@@ -129,7 +142,7 @@ __global__ void attn_res_kernel(Operands o) {
   }
   const float scale =
       o.has_output_norm ? rsqrtf(block_sum(squares, scratch) / float(o.hidden) + o.output_norm_eps) : 1.0f;
-  auto* output = reinterpret_cast<__nv_bfloat16*>(o.output.data) + t * o.output_row;
+  auto* output = reinterpret_cast<__nv_bfloat16*>(o.output.data) + element_offset(t, o.output_row, 0, 0, 0);
   for (long long h = threadIdx.x; h < o.hidden; h += kThreads) {
     float mixed = 0;
     for (int s = 0; s < sources; ++s) mixed += weight_of(__expf(logits[s] - max_logit) / total) * source(s, h);

@@ -194,6 +194,7 @@ CommandOutput run_command(const RunArguments& args, const CommonArguments& commo
   if (!args.interesting.empty() && !(interesting = parse_disposition(args.interesting)))
     throw UsageError(fmt::format("--interesting: unknown disposition \"{}\"", args.interesting));
   LoadedCases loaded = load_cases(args.paths);
+  for (const std::string& line : loaded.opted_out) out.notes += line + "\n";
   // A report that cannot be written, or would overwrite an input, is found before any case runs.
   std::vector<NamedPath> input_files = case_file_inputs(loaded);
   input_files.emplace_back("--inputs file", args.inputs);
