@@ -102,8 +102,8 @@ with tempfile.TemporaryDirectory() as work:
         tests = [test for suite in suites for test in suite]
         expected = sum(1 + len(c["properties"]) for c in report["cases"])
         check(len(tests) == expected, f"{name}.xml: {len(tests)} tests for {expected} cases and properties")
-        check(name != "checked" or all(len(c["properties"]) == 4 for c in report["cases"]),
-              f"{name}.json: a case without its four properties")
+        check(name != "checked" or all(len(c["properties"]) == 6 for c in report["cases"]),
+              f"{name}.json: a case without its six properties")
         unmet = sum(1 for c in report["cases"] if not c["meets_expectation"] and c["disposition"] not in ("not-run", "error"))
         unmet += sum(1 for c in report["cases"] for p in c["properties"] if p["disposition"] == "failed")
         failed = sum(1 for t in tests for r in t.result if isinstance(r, junitparser.Failure))

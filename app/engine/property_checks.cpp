@@ -276,6 +276,29 @@ PropertyResult judge_garbage(const CaseSpec& spec, const VariantCaller& call) {
   return result;
 }
 
+// The verdict on a call that computed nothing (`how`: how it was called): not run, skipped where
+// the backend cannot make it so, failed where the kernel refused what it computed as judged.
+// False where it computed.
+bool judged_uncomputed(VariantCall::Outcome outcome, const std::string& reason, const std::string& how,
+                       PropertyResult& result) {
+  switch (outcome) {
+    case VariantCall::Outcome::not_run:
+      result.disposition = Disposition::not_run;
+      result.detail = "not run: " + reason;
+      return true;
+    case VariantCall::Outcome::unavailable:
+      result.disposition = Disposition::skipped;
+      result.detail = reason;
+      return true;
+    case VariantCall::Outcome::refused:
+      result.disposition = Disposition::failed;
+      result.detail = fmt::format("{}, the kernel refused what it computed as judged: {}", how, reason);
+      return true;
+    case VariantCall::Outcome::computed: break;
+  }
+  return false;
+}
+
 // Stream and PDL: the case called where its inputs are written late (VariantLaunch), against
 // the judged call. `how` says where; `reads_early` who reads them before they are written.
 PropertyResult judge_late_inputs(CaseProperty property, VariantLaunch launch, const std::string& how,
@@ -284,21 +307,7 @@ PropertyResult judge_late_inputs(CaseProperty property, VariantLaunch launch, co
   PropertyResult result;
   result.property = property;
   const VariantCall late = call(spec, replayed, launch);
-  switch (late.outcome) {
-    case VariantCall::Outcome::not_run:
-      result.disposition = Disposition::not_run;
-      result.detail = "not run: " + late.reason;
-      return result;
-    case VariantCall::Outcome::unavailable:
-      result.disposition = Disposition::skipped;
-      result.detail = late.reason;
-      return result;
-    case VariantCall::Outcome::refused:
-      result.disposition = Disposition::failed;
-      result.detail = fmt::format("{}, the kernel refused what it computed as judged: {}", how, late.reason);
-      return result;
-    case VariantCall::Outcome::computed: break;
-  }
+  if (judged_uncomputed(late.outcome, late.reason, how, result)) return result;
   const RowsDifference d = rows_difference(judged, 0, late.output, 0, spec.shape.tokens);
   if (d.count) {
     result.disposition = Disposition::failed;
@@ -350,21 +359,7 @@ PropertyResult judge_graph(const CaseSpec& spec, const HostTensor& judged, const
     result.detail = "the call cannot be captured in a CUDA graph: " + graph.reason;
     return result;
   }
-  switch (graph.outcome) {
-    case VariantCall::Outcome::not_run:
-      result.disposition = Disposition::not_run;
-      result.detail = "not run: " + graph.reason;
-      return result;
-    case VariantCall::Outcome::unavailable:
-      result.disposition = Disposition::skipped;
-      result.detail = graph.reason;
-      return result;
-    case VariantCall::Outcome::refused:
-      result.disposition = Disposition::failed;
-      result.detail = "captured in a CUDA graph, the kernel refused what it computed as judged: " + graph.reason;
-      return result;
-    case VariantCall::Outcome::computed: break;
-  }
+  if (judged_uncomputed(graph.outcome, graph.reason, "captured in a CUDA graph", result)) return result;
   for (std::size_t k = 0; k < graph.replays.size(); ++k) {
     const GraphReplay& replay = graph.replays[k];
     const std::string which = k == 0 ? "replay 1, on the case's inputs,"

@@ -279,51 +279,64 @@ void run_and_judge(const CaseSpec& spec, Backend& backend, const RunOptions& opt
   if (artifacts && result.comparison) *artifacts = workspace->take_artifacts();
 }
 
-// One more call of the kernel the case's selection makes for `variant`.
-VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch, Backend& backend,
-                         const RunOptions& options, bool layout_guard) {
-  VariantCall call;
+// One more call of the kernel the case's selection makes for `variant`, in a workspace of its
+// own: `make(workspace, kernel, launch)` makes it, and says why the backend cannot, if it cannot.
+// True where it ran; else what became of it in `outcome` and `reason`.
+template <class Make>
+bool make_variant_call(const CaseSpec& variant, const InputSource* inputs, Backend& backend, const RunOptions& options,
+                       bool layout_guard, VariantCall::Outcome& outcome, std::string& reason, Make&& make) {
   const Selection selection = select_kernel(variant, backend, options, layout_guard);
-  call.outcome = VariantCall::Outcome::refused;
+  outcome = VariantCall::Outcome::refused;
   if (selection.unsupported) {
-    call.reason = selection.unsupported->reason;
-    return call;
+    reason = selection.unsupported->reason;
+    return false;
   }
   if (selection.predicted_rejection) {
-    call.reason = "refused with " + quoted_literal(*selection.predicted_rejection);
-    return call;
+    reason = "refused with " + quoted_literal(*selection.predicted_rejection);
+    return false;
   }
   if (const auto why = budget_refusal(variant, backend, options, false, inputs)) {
-    call.outcome = VariantCall::Outcome::not_run;
-    call.reason = *why;
-    return call;
+    outcome = VariantCall::Outcome::not_run;
+    reason = *why;
+    return false;
   }
   if (!backend.usable()) throw std::runtime_error(kContextLost);
   const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(variant, inputs, false);
   try {
-    std::optional<std::string> unavailable;
-    switch (launch) {
-      case VariantLaunch::as_judged: workspace->run_kernel(*selection.kernel, selection.launch); break;
-      case VariantLaunch::behind_late_inputs:
-        unavailable = workspace->run_kernel_behind_late_inputs(*selection.kernel, selection.launch);
-        break;
-      case VariantLaunch::behind_early_trigger:
-        unavailable = workspace->run_kernel_behind_early_trigger(*selection.kernel, selection.launch);
-        break;
-    }
-    if (unavailable) {
-      call.outcome = VariantCall::Outcome::unavailable;
-      call.reason = *unavailable;
-      return call;
+    if (const std::optional<std::string> unavailable = make(*workspace, *selection.kernel, selection.launch)) {
+      outcome = VariantCall::Outcome::unavailable;
+      reason = *unavailable;
+      return false;
     }
   } catch (const KernelRejection& e) {
-    call.reason = "refused with " + quoted_literal(e.what());
-    return call;
+    reason = "refused with " + quoted_literal(e.what());
+    return false;
   } catch (const KernelWrongResult& e) {
     throw std::runtime_error(std::string("it returned no usable output: ") + e.what());
   }
-  call.outcome = VariantCall::Outcome::computed;
-  call.output = workspace->output();
+  outcome = VariantCall::Outcome::computed;
+  return true;
+}
+
+// A VariantCaller call: the output of one more call of the case's kernel, or why it made none.
+VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, VariantLaunch launch, Backend& backend,
+                         const RunOptions& options, bool layout_guard) {
+  VariantCall call;
+  make_variant_call(variant, inputs, backend, options, layout_guard, call.outcome, call.reason,
+                    [&](CaseWorkspace& workspace, KernelEntry& kernel, const LaunchOptions& launch_options) {
+                      std::optional<std::string> unavailable;
+                      switch (launch) {
+                        case VariantLaunch::as_judged: workspace.run_kernel(kernel, launch_options); break;
+                        case VariantLaunch::behind_late_inputs:
+                          unavailable = workspace.run_kernel_behind_late_inputs(kernel, launch_options);
+                          break;
+                        case VariantLaunch::behind_early_trigger:
+                          unavailable = workspace.run_kernel_behind_early_trigger(kernel, launch_options);
+                          break;
+                      }
+                      if (!unavailable) call.output = workspace.output();
+                      return unavailable;
+                    });
   return call;
 }
 
@@ -331,41 +344,16 @@ VariantCall call_variant(const CaseSpec& variant, const InputSource* inputs, Var
 GraphCall replay_graph(const CaseSpec& spec, const std::vector<std::uint64_t>& seeds, Backend& backend,
                        const RunOptions& options, bool layout_guard) {
   GraphCall graph;
-  const Selection selection = select_kernel(spec, backend, options, layout_guard);
-  graph.outcome = VariantCall::Outcome::refused;
-  if (selection.unsupported) {
-    graph.reason = selection.unsupported->reason;
-    return graph;
-  }
-  if (selection.predicted_rejection) {
-    graph.reason = "refused with " + quoted_literal(*selection.predicted_rejection);
-    return graph;
-  }
-  if (const auto why = budget_refusal(spec, backend, options, false, nullptr)) {
-    graph.outcome = VariantCall::Outcome::not_run;
-    graph.reason = *why;
-    return graph;
-  }
-  if (!backend.usable()) throw std::runtime_error(kContextLost);
-  const std::unique_ptr<CaseWorkspace> workspace = backend.prepare(spec, nullptr, false);
   try {
-    if (const auto why = workspace->run_kernel_in_graph(*selection.kernel, selection.launch, seeds, spec.atol,
-                                                        spec.rtol, graph.replays)) {
-      graph.outcome = VariantCall::Outcome::unavailable;
-      graph.reason = *why;
-      return graph;
-    }
-  } catch (const KernelRejection& e) {
-    graph.reason = "refused with " + quoted_literal(e.what());
-    return graph;
+    make_variant_call(spec, nullptr, backend, options, layout_guard, graph.outcome, graph.reason,
+                      [&](CaseWorkspace& workspace, KernelEntry& kernel, const LaunchOptions& launch_options) {
+                        return workspace.run_kernel_in_graph(kernel, launch_options, seeds, spec.atol, spec.rtol,
+                                                             graph.replays);
+                      });
   } catch (const GraphCaptureError& e) {
     graph.capture_failed = true;
     graph.reason = e.what();
-    return graph;
-  } catch (const KernelWrongResult& e) {
-    throw std::runtime_error(std::string("it returned no usable output: ") + e.what());
   }
-  graph.outcome = VariantCall::Outcome::computed;
   return graph;
 }
 
