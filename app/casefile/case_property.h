@@ -13,13 +13,15 @@ enum class CaseProperty {
   batch_invariance,  // a row's bits do not depend on the batch's size or the row's place in it
   garbage,           // NaN, Inf and huge values in other rows, padding and unused blocks change no judged row
   stream,            // called on a non-blocking stream whose earlier work writes the inputs late, it waits for them
-  graph,             // captured in a CUDA graph and replayed on fresh inputs, it gives the eager call's bits
   pdl,               // launched with programmatic dependent launch behind a producer that triggers early, it waits
+  // Captured in a CUDA graph and replayed on fresh inputs, it gives the eager call's bits. Judged
+  // last: a capture that fails may leave a bridged kernel's process unusable.
+  graph,
 };
 
 inline constexpr CaseProperty kAllCaseProperties[] = {CaseProperty::determinism, CaseProperty::batch_invariance,
                                                       CaseProperty::garbage,     CaseProperty::stream,
-                                                      CaseProperty::graph,       CaseProperty::pdl};
+                                                      CaseProperty::pdl,         CaseProperty::graph};
 
 inline const char* to_string(CaseProperty property) {
   switch (property) {
@@ -27,8 +29,8 @@ inline const char* to_string(CaseProperty property) {
     case CaseProperty::batch_invariance: return "batch-invariance";
     case CaseProperty::garbage: return "garbage";
     case CaseProperty::stream: return "stream";
-    case CaseProperty::graph: return "graph";
     case CaseProperty::pdl: return "pdl";
+    case CaseProperty::graph: return "graph";
   }
   return "?";
 }
@@ -39,7 +41,7 @@ inline std::optional<CaseProperty> parse_case_property(const std::string& name) 
   return std::nullopt;
 }
 
-// "determinism, batch-invariance, garbage, stream, graph, pdl": what an error lists as the names there are.
+// "determinism, batch-invariance, garbage, stream, pdl, graph": what an error lists as the names there are.
 inline std::string case_property_names() {
   std::string names;
   for (const CaseProperty property : kAllCaseProperties)

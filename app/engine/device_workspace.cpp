@@ -182,7 +182,13 @@ class DeviceWorkspace : public CaseWorkspace {
                                                  std::vector<GraphReplay>& replays) override {
     guarded([&] {
       SideStream side;
-      std::unique_ptr<CapturedCall> captured = kernel.capture(args(), options, side.stream);
+      std::unique_ptr<CapturedCall> captured;
+      try {
+        captured = kernel.capture(args(), options, side.stream);
+      } catch (const GraphCaptureError& e) {
+        if (e.leaves_process_unusable()) usable_ = false;  // a worker is replaced before the next case
+        throw;
+      }
       for (const std::uint64_t seed : seeds) {
         for (std::size_t i = 0; i < kOutput; ++i)
           pristine_[i].key = make_generator_key(seed, to_string(InputTensor(i)));

@@ -37,10 +37,18 @@ class KernelWrongResult : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The call could not be recorded into a CUDA graph: CUDA's error, or the kernel's own while capturing.
+// The call could not be recorded into a CUDA graph: CUDA's error, or the kernel's own while
+// capturing. `leaves_process_unusable`: the kernel's framework may still hold the broken capture
+// (torch's allocator keeps routing the stream to the graph's pool), so later calls in this process
+// cannot be trusted.
 class GraphCaptureError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit GraphCaptureError(const std::string& message, bool leaves_process_unusable = false)
+      : std::runtime_error(message), leaves_process_unusable_(leaves_process_unusable) {}
+  bool leaves_process_unusable() const { return leaves_process_unusable_; }
+
+ private:
+  bool leaves_process_unusable_;
 };
 
 }  // namespace attnres

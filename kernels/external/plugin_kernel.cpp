@@ -203,7 +203,7 @@ class BridgeKernel : public KernelEntry {
     void* graph = nullptr;
     if (bridge_->capture(handle_, &dlpack.get(), &graph, &texts.report) != ATTNRES_KERNEL_OK || !graph) {
       cudaGetLastError();  // a failed capture's error is not sticky: later calls must not see it
-      throw GraphCaptureError(bridge_failure(texts));
+      throw GraphCaptureError(bridge_failure(texts), true);
     }
     return std::make_unique<BridgeGraph>(bridge_, handle_, graph);
   }

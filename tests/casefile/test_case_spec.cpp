@@ -191,7 +191,7 @@ TEST(CaseSpec, ChecksAreNamedPropertiesKeptInOneOrder) {
   EXPECT_FALSE(case_to_json(parse_case(minimal(), "f", "")).contains("checks"));
   c["checks"] = {"determinism", "speed"};
   EXPECT_EQ(error_of(c, "f"),
-            "f: /checks/1: must be one of determinism, batch-invariance, garbage, stream, graph, pdl, got \"speed\"");
+            "f: /checks/1: must be one of determinism, batch-invariance, garbage, stream, pdl, graph, got \"speed\"");
   c["checks"] = "determinism";
   EXPECT_EQ(error_of(c, "f"), "f: /checks: must be a list of names, got string");
 }

@@ -136,7 +136,7 @@ TEST(Cli, CheckTakesPropertyNamesOrAll) {
   EXPECT_EQ(parse({"repro", "x", "--check", "determinism"}).properties,
             std::vector<CaseProperty>{CaseProperty::determinism});
   EXPECT_EQ(testing::usage_error({"run", "x", "--check", "determinism,speed"}),
-            "--check: \"speed\" is no check; the checks are determinism, batch-invariance, garbage, stream, graph, pdl, or all");
+            "--check: \"speed\" is no check; the checks are determinism, batch-invariance, garbage, stream, pdl, graph, or all");
 }
 
 // Numbers are taken whole and in range, and a bad one is named in words (not CLI11's range of
