@@ -55,13 +55,24 @@ def pytest_addoption(parser):
     group.addoption("--attnres-binary", metavar="PATH", help="the attnres-check binary")
 
 
+# As `attnres-check run` reads directories: one holding this file only where it is named itself.
+OPT_IN_MARKER = "OPT-IN"
+
+
 def _case_files(paths):
-    """The case files under `paths`, each once, in order (directories read recursively)."""
+    """The case files under `paths`, each once, in order (directories read recursively, except
+    those below them that hold an OPT-IN file, as attnres-check reads them)."""
     files = []
     for path in map(pathlib.Path, paths):
-        found = sorted(p for p in path.rglob("*.json") if p.is_file()) if path.is_dir() else [path]
+        found = sorted(p for p in path.rglob("*.json") if p.is_file() and not _opted_out(p, path)) \
+            if path.is_dir() else [path]
         files.extend(f for f in found if f not in files)
     return files
+
+
+def _opted_out(file, named):
+    """Whether a directory between `named` (excluded) and `file` holds the OPT-IN marker."""
+    return any((d / OPT_IN_MARKER).is_file() for d in file.parents if d != named and named in d.parents)
 
 
 def _case_names(path):
