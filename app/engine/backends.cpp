@@ -84,7 +84,7 @@ class CudaBackend : public Backend {
 
   std::unique_ptr<CaseWorkspace> prepare(const CaseSpec& spec, const InputSource* inputs,
                                          bool keep_artifacts) override {
-    return make_device_workspace(spec, inputs, keep_artifacts, usable_);
+    return make_device_workspace(spec, inputs, keep_artifacts, device_, usable_);
   }
 
   CaseFootprint footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts,

@@ -34,18 +34,20 @@ struct SideStream {
 
 class DeviceWorkspace : public CaseWorkspace {
  public:
-  DeviceWorkspace(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts, bool& usable)
-      : shape_(spec.shape), strides_(spec.strides), layouts_(case_layouts(shape_, strides_)), usable_(usable) {
+  DeviceWorkspace(const CaseSpec& spec, const InputSource* inputs, bool keep_artifacts, const DeviceDescription& device,
+                  bool& usable)
+      : shape_(spec.shape),
+        strides_(spec.strides),
+        layouts_(case_layouts(shape_, strides_)),
+        device_(device),
+        usable_(usable) {
     guarded([&] {
       for (const TensorLayout& layout : layouts_) storage_.emplace_back(std::size_t(layout.storage_elements()));
       if (inputs) {
         upload(inputs->make(), keep_artifacts);
       } else {
-        for (std::size_t i = 0; i < kOutput; ++i) {
-          const InputTensor which = InputTensor(i);
-          pristine_[i].key = make_generator_key(spec.seed, to_string(which));
-          pristine_[i].dist = resolve(spec.distributions[int(which)], shape_);
-        }
+        key_inputs(spec.seed);
+        for (std::size_t i = 0; i < kOutput; ++i) pristine_[i].dist = resolve(spec.distributions[i], shape_);
       }
       make_inputs();
       if (!inputs && keep_artifacts) inputs_ = download();
@@ -150,17 +152,10 @@ class DeviceWorkspace : public CaseWorkspace {
 
   std::optional<std::string> run_kernel_behind_early_trigger(KernelEntry& kernel,
                                                              const LaunchOptions& options) override {
-    std::optional<std::string> why;
+    if (device_.cc_major < 9)
+      return fmt::format("programmatic dependent launch needs compute capability 9.0; this device has {}.{}",
+                         device_.cc_major, device_.cc_minor);
     guarded([&] {
-      int device = 0, major = 0, minor = 0;
-      ATTNRES_CUDA_CHECK(cudaGetDevice(&device));
-      ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-      ATTNRES_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-      if (major < 9) {
-        why = fmt::format("programmatic dependent launch needs compute capability 9.0; this device has {}.{}", major,
-                          minor);
-        return;
-      }
       const std::vector<DeviceBuffer<bf16_bits>> made = inputs_set_aside();
       LateCopies copies;
       for (std::size_t i = 0; i < kOutput; ++i) {
@@ -174,7 +169,7 @@ class DeviceWorkspace : public CaseWorkspace {
       dependent.programmatic_dependent_launch = true;
       launch_and_wait(kernel, dependent, side.stream);
     });
-    return why;
+    return std::nullopt;
   }
 
   std::optional<std::string> run_kernel_in_graph(KernelEntry& kernel, const LaunchOptions& options,
@@ -190,8 +185,7 @@ class DeviceWorkspace : public CaseWorkspace {
         throw;
       }
       for (const std::uint64_t seed : seeds) {
-        for (std::size_t i = 0; i < kOutput; ++i)
-          pristine_[i].key = make_generator_key(seed, to_string(InputTensor(i)));
+        key_inputs(seed);
         make_inputs();
         reference_ = DeviceBuffer<double>();  // freed before the next is made: the budget counts one
         reference_ = cublas_reference(args(), nullptr);
@@ -237,6 +231,11 @@ class DeviceWorkspace : public CaseWorkspace {
       throw;
     }
     ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  // The generator keys of every input, from `seed`: make_inputs generates from them.
+  void key_inputs(std::uint64_t seed) {
+    for (std::size_t i = 0; i < kOutput; ++i) pristine_[i].key = make_generator_key(seed, to_string(InputTensor(i)));
   }
 
   // Device copies of the inputs as made, which are then held at kCanaryBits until a late write
@@ -342,6 +341,7 @@ class DeviceWorkspace : public CaseWorkspace {
   AttnResShape shape_;
   AttnResStrides strides_;
   std::vector<TensorLayout> layouts_;
+  DeviceDescription device_;
   bool& usable_;
   std::vector<DeviceBuffer<bf16_bits>> storage_;
   PristineValues pristine_[kOutput + 1];  // the output's: canaries around it
@@ -354,8 +354,9 @@ class DeviceWorkspace : public CaseWorkspace {
 }  // namespace
 
 std::unique_ptr<CaseWorkspace> make_device_workspace(const CaseSpec& spec, const InputSource* inputs,
-                                                     bool keep_artifacts, bool& usable) {
-  return std::make_unique<DeviceWorkspace>(spec, inputs, keep_artifacts, usable);
+                                                     bool keep_artifacts, const DeviceDescription& device,
+                                                     bool& usable) {
+  return std::make_unique<DeviceWorkspace>(spec, inputs, keep_artifacts, device, usable);
 }
 
 CaseFootprint device_workspace_footprint(const AttnResShape& shape, const AttnResStrides& strides, bool keep_artifacts,

@@ -149,6 +149,16 @@ struct BridgeTexts {
   }
   BridgeTexts(const BridgeTexts&) = delete;
   BridgeTexts& operator=(const BridgeTexts&) = delete;
+  // "kind: message", as a bridge's error is reported.
+  std::string error() {
+    const std::string type = kind.text();
+    return (type.empty() ? "" : type + ": ") + message.text();
+  }
+  // The error with the detail (a traceback) on the lines after it, where there is one.
+  std::string error_and_detail() {
+    const std::string context = detail.text();
+    return error() + (context.empty() ? "" : "\n" + context);
+  }
 };
 
 // A torch op or a Python function, through its bridge library.
@@ -186,11 +196,10 @@ class BridgeKernel : public KernelEntry {
     dlpack.get().stream = place_ == OperandPlace::cuda_device ? stream : nullptr;
     BridgeTexts texts;
     const int status = bridge_->launch(handle_, &dlpack.get(), &texts.report);
-    const std::string message = texts.message.text(), kind = texts.kind.text(), detail = texts.detail.text();
-    if (status == ATTNRES_KERNEL_REFUSED) throw KernelRejection(message, kind, detail);
-    if (status == ATTNRES_BRIDGE_WRONG_RESULT) throw KernelWrongResult(message);
-    if (status != ATTNRES_KERNEL_OK)
-      throw KernelFailure(fmt::format("{}{}", kind.empty() ? "" : kind + ": ", message), detail);
+    if (status == ATTNRES_KERNEL_REFUSED)
+      throw KernelRejection(texts.message.text(), texts.kind.text(), texts.detail.text());
+    if (status == ATTNRES_BRIDGE_WRONG_RESULT) throw KernelWrongResult(texts.message.text());
+    if (status != ATTNRES_KERNEL_OK) throw KernelFailure(texts.error(), texts.detail.text());
     if (place_ == OperandPlace::cuda_device) ATTNRES_CHECK_LAUNCH("bridged kernel");
   }
 
@@ -203,7 +212,7 @@ class BridgeKernel : public KernelEntry {
     void* graph = nullptr;
     if (bridge_->capture(handle_, &dlpack.get(), &graph, &texts.report) != ATTNRES_KERNEL_OK || !graph) {
       cudaGetLastError();  // a failed capture's error is not sticky: later calls must not see it
-      throw GraphCaptureError(bridge_failure(texts), true);
+      throw GraphCaptureError(texts.error_and_detail(), true);
     }
     return std::make_unique<BridgeGraph>(bridge_, handle_, graph);
   }
@@ -220,7 +229,7 @@ class BridgeKernel : public KernelEntry {
     void replay(cudaStream_t stream) override {
       BridgeTexts texts;
       if (bridge_->replay(handle_, graph_, stream, &texts.report) != ATTNRES_KERNEL_OK)
-        throw KernelFailure("replaying the captured graph: " + bridge_failure(texts), texts.detail.text());
+        throw KernelFailure("replaying the captured graph: " + texts.error(), texts.detail.text());
       ATTNRES_CHECK_LAUNCH("replayed graph");
     }
 
@@ -229,12 +238,6 @@ class BridgeKernel : public KernelEntry {
     void* handle_;
     void* graph_;
   };
-
-  static std::string bridge_failure(BridgeTexts& texts) {
-    const std::string kind = texts.kind.text(), detail = texts.detail.text();
-    return fmt::format("{}{}{}", kind.empty() ? "" : kind + ": ", texts.message.text(),
-                       detail.empty() ? "" : "\n" + detail);
-  }
 
   std::string name_;
   const AttnResBridge* bridge_;
@@ -317,11 +320,7 @@ std::unique_ptr<KernelEntry> load_bridge_kernel(const KernelSpec& kernel_spec, c
     BridgeTexts texts;
     void* opened = bridge->open(target.c_str(), library.c_str(), options.signature.c_str(),
                                 options.place == OperandPlace::cuda_device ? kDLCUDA : kDLCPU, &texts.report);
-    if (!opened) {
-      const std::string kind = texts.kind.text(), detail = texts.detail.text();
-      throw PluginError(fmt::format("--kernel {}: {}{}{}", spec, kind.empty() ? "" : kind + ": ", texts.message.text(),
-                                    detail.empty() ? "" : "\n" + detail));
-    }
+    if (!opened) throw PluginError(fmt::format("--kernel {}: {}", spec, texts.error_and_detail()));
     return std::make_unique<BridgeKernel>(spec, bridge, opened, options.place, options.preconditions);
   }
   throw PluginError(

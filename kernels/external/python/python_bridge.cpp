@@ -209,6 +209,14 @@ void report_error(const PythonError& error, AttnResBridgeReport* report) {
   copy_text(report->detail, report->detail_capacity, error.traceback);
 }
 
+// The pending exception as a failure in `report`: ATTNRES_KERNEL_FAILED.
+int report_failure(AttnResBridgeReport* report) {
+  PythonError error = fetch_error();
+  report_error(error, report);
+  Py_XDECREF(error.type);
+  return ATTNRES_KERNEL_FAILED;
+}
+
 // Holds the GIL for a scope.
 class Gil {
  public:
@@ -419,12 +427,7 @@ int capture(void* handle, const AttnResKernelCall* call, void** graph, AttnResBr
   const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
   Gil gil;
   PyObject* key = call_glue(kernel.glue_capture, kernel, call);
-  if (!key) {
-    PythonError error = fetch_error();
-    report_error(error, report);
-    Py_XDECREF(error.type);
-    return ATTNRES_KERNEL_FAILED;
-  }
+  if (!key) return report_failure(report);
   *graph = key;  // the reference is released with the graph
   return ATTNRES_KERNEL_OK;
 }
@@ -434,14 +437,9 @@ int replay(void* handle, void* graph, void* stream, AttnResBridgeReport* report)
   Gil gil;
   PyObject* done = PyObject_CallFunction(kernel.glue_replay, "OK", static_cast<PyObject*>(graph),
                                          static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(stream)));
-  if (done) {
-    Py_DECREF(done);
-    return ATTNRES_KERNEL_OK;
-  }
-  PythonError error = fetch_error();
-  report_error(error, report);
-  Py_XDECREF(error.type);
-  return ATTNRES_KERNEL_FAILED;
+  if (!done) return report_failure(report);
+  Py_DECREF(done);
+  return ATTNRES_KERNEL_OK;
 }
 
 void release(void* handle, void* graph) {
