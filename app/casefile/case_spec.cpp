@@ -489,8 +489,13 @@ struct CaseFileWalk {
 // Why a directory's cases run only when it is named itself (its kOptInMarker's first line), if
 // they do.
 std::optional<std::string> opt_in_reason(const std::filesystem::path& dir) {
-  std::ifstream marker(dir / kOptInMarker);
-  if (!marker) return std::nullopt;
+  const std::filesystem::path path = dir / kOptInMarker;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  // Only a regular file is opened: a FIFO would block the walk.
+  if (!std::filesystem::is_regular_file(path, ec)) return std::string(kOptInMarker);
+  std::ifstream marker(path);
+  if (!marker) return std::string(kOptInMarker);
   std::string line(kMaxOptInReason, '\0');
   marker.getline(line.data(), std::streamsize(line.size()));
   line.resize(std::strlen(line.c_str()));
