@@ -38,9 +38,9 @@ std::int64_t bytes_under(const fs::path& dir) {
   return total;
 }
 
-// A directory name from a case name: letters, digits, '.', '-' and '_' kept, anything else '_';
-// a name taken already gets "-2", "-3", ...
-std::string directory_name(const std::string& case_name, std::set<std::string>& taken) {
+}  // namespace
+
+std::string file_name_for_case(const std::string& case_name, std::set<std::string>& taken) {
   std::string name;
   for (const char c : case_name)
     name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
@@ -50,17 +50,15 @@ std::string directory_name(const std::string& case_name, std::set<std::string>& 
   return unique;
 }
 
-}  // namespace
-
-void claim_repro_directory(const fs::path& dir) {
+void claim_empty_directory(const std::string& option, const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw UsageError(fmt::format("--repro-dir {}: not a directory", dir.string()));
+    throw UsageError(fmt::format("{} {}: not a directory", option, dir.string()));
   if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec))
-    throw UsageError(fmt::format("--repro-dir {}: holds files already; name a new or empty directory", dir.string()));
+    throw UsageError(fmt::format("{} {}: holds files already; name a new or empty directory", option, dir.string()));
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
-    throw UsageError(fmt::format("--repro-dir {}: cannot be made: {}", dir.string(), ec.message()));
+    throw UsageError(fmt::format("{} {}: cannot be made: {}", option, dir.string(), ec.message()));
 }
 
 void write_failure_bundles(const std::vector<CaseSpec>& cases, const std::vector<CaseResult>& results,
@@ -89,7 +87,7 @@ void write_failure_bundles(const std::vector<CaseSpec>& cases, const std::vector
                                describe_bytes(max_bytes), describe_bytes(written_bytes)));
       continue;
     }
-    const fs::path bundle = dir / directory_name(r.name, taken);
+    const fs::path bundle = dir / file_name_for_case(r.name, taken);
     CommandOutput bundle_out;
     CaseResult again;
     try {

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "app/engine/case_runner.h"
@@ -16,9 +18,14 @@ namespace attnres {
 // The directory's index of what was bundled and what was left out, and why.
 inline constexpr const char* kReproIndexFile = "index.json";
 
-// Before the run: makes `dir` where it is missing and refuses (UsageError) one that holds anything
-// or cannot be made, so a run never ends unable to keep its bundles.
-void claim_repro_directory(const std::filesystem::path& dir);
+// A file or directory name from a case name: letters, digits, '.', '-' and '_' kept, anything
+// else '_'; a name in `taken` gets "-2", "-3", ... The name returned is added to `taken`.
+std::string file_name_for_case(const std::string& case_name, std::set<std::string>& taken);
+
+// Before the run: makes `dir` (the value of `option`, e.g. --repro-dir) where it is missing and
+// refuses (UsageError) one that holds anything or cannot be made, so a run never ends unable to
+// keep what it writes there.
+void claim_empty_directory(const std::string& option, const std::filesystem::path& dir);
 
 // For each result that did not meet its expectation (results[i] is cases[i]'s; a not-run case is
 // listed, not run again), in case order: runs the case again on the runner `make_runner` makes

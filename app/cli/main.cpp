@@ -11,6 +11,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/engine/interrupt.h"
+#include "app/workers/sanitizer.h"
 
 namespace {
 
@@ -36,6 +37,8 @@ void print_notes(const std::string& notes) {
 int main(int argc, char** argv) {
   using namespace attnres;
   try {
+    if (argc > 1 && std::string(argv[1]) == kSanitizedWorkerCommand)
+      serve_sanitized_worker(std::vector<std::string>(argv + 2, argv + argc));
     Invocation invocation = parse(std::vector<std::string>(argv + 1, argv + argc));
     if (!invocation.help.empty()) {
       write_out(invocation.help);

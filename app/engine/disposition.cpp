@@ -13,6 +13,7 @@ const char* to_string(Disposition disposition) {
     case Disposition::not_run: return "not-run";
     case Disposition::error: return "error";
     case Disposition::skipped: return "skipped";
+    case Disposition::hazard: return "hazard";
   }
   return "?";
 }

@@ -17,9 +17,10 @@ enum class Disposition {
   not_run,               // nothing here can run it (no GPU, native kernel not available, over the memory budget)
   error,                 // CUDA error, allocation failure, ...
   skipped,               // the kernel's signature cannot express the case (a block write for an op without one)
+  hazard,                // compute-sanitizer (run --sanitizer) reported an error in the case's process
 };
 
-constexpr int kDispositionCount = 9;
+constexpr int kDispositionCount = 10;
 
 const char* to_string(Disposition disposition);
 // The disposition of that name ("not-run"), if there is one.

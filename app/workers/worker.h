@@ -13,6 +13,7 @@
 #include "app/engine/backend_options.h"
 #include "app/engine/case_runner.h"
 #include "app/engine/runner.h"
+#include "app/workers/sanitizer.h"
 
 namespace attnres {
 
@@ -51,5 +52,11 @@ std::string run_in_workers(const std::vector<CaseSpec>& cases, const BackendMake
 // runs the next. A first worker that cannot start is the caller's error, as in run_in_workers.
 std::unique_ptr<CaseRunner> make_worker_runner(const BackendMaker& make_backend, const BackendOptions& backend,
                                                const RunOptions& options, std::string& notes);
+
+// A CaseRunner for run --sanitizer (sanitizer.h): each case in a fresh worker process under
+// compute-sanitizer, which makes its backend from `backend`; a case with an error in the tool's
+// report is a hazard. A first worker that cannot start is the caller's error.
+std::unique_ptr<CaseRunner> make_sanitized_runner(const SanitizerPlan& sanitizer, const BackendOptions& backend,
+                                                  const RunOptions& options, std::string& notes);
 
 }  // namespace attnres

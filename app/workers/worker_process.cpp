@@ -1,5 +1,6 @@
 #include "app/workers/worker_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -54,6 +55,44 @@ WorkerProcess::WorkerProcess(const std::vector<CaseSpec>& cases, const InputSour
   reader_.emplace(socket_);
 }
 
+WorkerProcess::WorkerProcess(const std::function<std::vector<std::string>(int socket)>& command) {
+  int sockets[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
+    throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
+  // Everything the child needs is made before the fork: after it, the child only calls exec.
+  std::vector<std::string> words;
+  try {
+    words = command(sockets[1]);
+  } catch (...) {
+    ::close(sockets[0]);
+    ::close(sockets[1]);
+    throw;
+  }
+  std::vector<char*> argv;
+  for (const std::string& word : words) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    ::close(sockets[0]);
+    ::close(sockets[1]);
+    throw std::runtime_error(fmt::format("cannot start a worker process: {}", std::strerror(errno)));
+  }
+  if (pid_ == 0) {
+    ::setpgid(0, 0);                  // its own group: killing it also ends the processes it starts
+    ::fcntl(sockets[1], F_SETFD, 0);  // the one descriptor the program inherits
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  own_group_ = true;
+  ::setpgid(pid_, pid_);  // also here, so that kill() never finds the group missing
+  ::close(sockets[1]);
+  socket_ = sockets[0];
+  open_worker_sockets().push_back(socket_);
+  reader_.emplace(socket_);
+}
+
 WorkerProcess::~WorkerProcess() {
   close_socket();
   reap();
@@ -68,7 +107,7 @@ std::optional<nlohmann::json> WorkerProcess::buffered() {
 bool WorkerProcess::request(const nlohmann::json& request) { return send_all(socket_, dump_json(request) + "\n"); }
 
 void WorkerProcess::kill() {
-  if (pid_ > 0) ::kill(pid_, SIGKILL);
+  if (pid_ > 0) ::kill(own_group_ ? -pid_ : pid_, SIGKILL);
   close_socket();
   reap();
 }
@@ -80,6 +119,25 @@ std::string WorkerProcess::ending() {
     return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   return "ended";
+}
+
+std::optional<int> WorkerProcess::finish(double seconds) {
+  close_socket();
+  if (pid_ <= 0) return std::nullopt;
+  const Deadline due{seconds, std::chrono::steady_clock::now()};
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) break;
+    if (done < 0 && errno != EINTR) return std::nullopt;
+    if (due.passed()) {
+      kill();
+      return std::nullopt;
+    }
+    ::usleep(10000);
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? std::optional<int>(WEXITSTATUS(status)) : std::nullopt;
 }
 
 void WorkerProcess::close_socket() {

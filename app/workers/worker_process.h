@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ class WorkerProcess {
   // process or socket can be made.
   WorkerProcess(const std::vector<CaseSpec>& cases, const InputSource* replay, const WorkerBackendMaker& make_backend,
                 const RunOptions& options, const BackendOptions& backend_options);
+  // Starts `command` (command[0] a path) in a process group of its own, the socket's descriptor
+  // number appended to its words; the program serves as serve_requests does. Throws
+  // std::runtime_error when no process or socket can be made; a program that cannot be started
+  // ends with status 127.
+  explicit WorkerProcess(const std::function<std::vector<std::string>(int socket)>& command);
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -35,16 +41,20 @@ class WorkerProcess {
   // One read from the child; false once it is gone.
   bool read_more() { return reader_->read_more(); }
   bool request(const nlohmann::json& request);
-  // Ends a child that gives no answer.
+  // Ends a child that gives no answer (with the process group it leads, for a started program).
   void kill();
   // How the child ended ("was killed by signal 11 (Segmentation fault)"), waiting for it.
   std::string ending();
+  // Closes the socket (a worker then exits) and waits up to `seconds` (0: no limit) for the child
+  // to end, killing it past that. Its exit status; nothing where it did not exit by itself.
+  std::optional<int> finish(double seconds);
 
  private:
   void close_socket();
   int reap();
 
   pid_t pid_ = -1;
+  bool own_group_ = false;  // a started program leads a process group, killed whole
   int socket_ = -1;
   std::optional<LineReader> reader_;
 };

@@ -49,6 +49,55 @@ json answer_request(const json& request, const std::vector<CaseSpec>& cases, con
 
 }  // namespace
 
+json worker_options_json(const BackendOptions& backend, const RunOptions& options) {
+  json properties = json::array();
+  for (const CaseProperty property : options.properties) properties.push_back(to_string(property));
+  return {{"backend",
+           {{"backend", backend.backend},
+            {"device_model", backend.device_model},
+            {"native_images", backend.native_images ? json(*backend.native_images) : json()},
+            {"kernel", backend.kernel},
+            {"torch_library", backend.torch_library},
+            {"signature", backend.signature},
+            {"arguments", backend.arguments},
+            {"profile", backend.profile},
+            {"device", backend.device},
+            {"timeout_seconds", backend.timeout_seconds}}},
+          {"run",
+           {{"disable_layout_guard", options.disable_layout_guard},
+            {"host_bytes", options.budget.host_bytes ? json(*options.budget.host_bytes) : json()},
+            {"device_bytes", options.budget.device_bytes ? json(*options.budget.device_bytes) : json()},
+            {"kernel", options.kernel},
+            {"error_maps", options.error_maps},
+            {"properties", properties}}}};
+}
+
+void worker_options_from_json(const json& j, BackendOptions& backend, RunOptions& options) {
+  const json& b = j.at("backend");
+  b.at("backend").get_to(backend.backend);
+  b.at("device_model").get_to(backend.device_model);
+  if (!b.at("native_images").is_null()) backend.native_images = b.at("native_images").get<std::string>();
+  b.at("kernel").get_to(backend.kernel);
+  b.at("torch_library").get_to(backend.torch_library);
+  b.at("signature").get_to(backend.signature);
+  b.at("arguments").get_to(backend.arguments);
+  b.at("profile").get_to(backend.profile);
+  b.at("device").get_to(backend.device);
+  b.at("timeout_seconds").get_to(backend.timeout_seconds);
+  const json& r = j.at("run");
+  r.at("disable_layout_guard").get_to(options.disable_layout_guard);
+  if (!r.at("host_bytes").is_null()) options.budget.host_bytes = r.at("host_bytes").get<std::int64_t>();
+  if (!r.at("device_bytes").is_null()) options.budget.device_bytes = r.at("device_bytes").get<std::int64_t>();
+  r.at("kernel").get_to(options.kernel);
+  r.at("error_maps").get_to(options.error_maps);
+  options.properties.clear();
+  for (const json& name : r.at("properties")) {
+    const std::optional<CaseProperty> property = parse_case_property(name.get<std::string>());
+    if (!property) throw std::runtime_error("unknown property " + name.get<std::string>());
+    options.properties.push_back(*property);
+  }
+}
+
 void serve_requests(int socket, const std::vector<CaseSpec>& cases, const InputSource* replay,
                     const WorkerBackendMaker& make_backend, const RunOptions& options,
                     const BackendOptions& backend_options) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "app/casefile/case_spec.h"
 #include "app/engine/backend.h"
 #include "app/engine/backend_options.h"
@@ -22,6 +24,11 @@ namespace attnres {
 
 // A worker's own backend maker: its device already chosen.
 using WorkerBackendMaker = std::function<std::unique_ptr<Backend>(std::string& notes)>;
+
+// The options a worker started elsewhere (an exec'd process) runs its cases with, as JSON and back;
+// from_json throws nlohmann::json's errors on a malformed object.
+nlohmann::json worker_options_json(const BackendOptions& backend, const RunOptions& options);
+void worker_options_from_json(const nlohmann::json& json, BackendOptions& backend, RunOptions& options);
 
 // In the child: makes its backend, says hello (or why it could not), then answers each request
 // on `socket` until the tool closes it, and exits. `cases` and `replay` are what {"index": i}

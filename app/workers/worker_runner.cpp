@@ -5,13 +5,18 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "app/bundle/failure_bundles.h"
 #include "app/casefile/json_io.h"
 #include "app/engine/command_output.h"
+#include "app/engine/interrupt.h"
 #include "app/report/result_json.h"
+#include "app/workers/sanitizer.h"
 #include "app/workers/worker.h"
 #include "app/workers/worker_process.h"
 
@@ -32,8 +37,12 @@ namespace {
 // CaseRunner on one worker process at a time (case_runner.h).
 class WorkerRunner final : public CaseRunner {
  public:
-  WorkerRunner(WorkerBackendMaker make_backend, const BackendOptions& backend, RunOptions options, std::string& notes)
-      : CaseRunner(std::move(options)), make_backend_(std::move(make_backend)), backend_options_(backend) {
+  WorkerRunner(WorkerBackendMaker make_backend, const BackendOptions& backend, RunOptions options,
+               std::optional<SanitizerPlan> sanitizer, std::string& notes)
+      : CaseRunner(std::move(options)),
+        make_backend_(std::move(make_backend)),
+        backend_options_(backend),
+        sanitizer_(std::move(sanitizer)) {
     notes += start();
   }
 
@@ -70,6 +79,12 @@ class WorkerRunner final : public CaseRunner {
     const Deadline due{backend_options_.timeout_seconds, started_};
     for (;;) {
       if (std::optional<json> message = worker_->buffered()) return message;
+      if (const int signal = interrupt_signal()) {
+        worker_->kill();
+        how = interrupted_detail(signal);
+        interrupted_ = true;
+        return std::nullopt;
+      }
       if (due.passed()) {
         worker_->kill();
         how = fmt::format("gave no answer within {} s (--timeout) and was killed", backend_options_.timeout_seconds);
@@ -86,10 +101,18 @@ class WorkerRunner final : public CaseRunner {
     }
   }
 
-  // Forks a worker and waits for its greeting; a worker that cannot start is the command's error.
+  // Starts a worker and waits for its greeting; a worker that cannot start is the command's error.
   std::string start() {
-    worker_ =
-        std::make_unique<WorkerProcess>(std::vector<CaseSpec>{}, nullptr, make_backend_, options_, backend_options_);
+    if (sanitizer_) {
+      // Named for its case once that is judged.
+      report_ = sanitizer_->reports / fmt::format(".running-{}.txt", ++workers_started_);
+      worker_ = std::make_unique<WorkerProcess>([&](int socket) {
+        return sanitized_worker_command(*sanitizer_, report_, socket, backend_options_, options_);
+      });
+    } else {
+      worker_ =
+          std::make_unique<WorkerProcess>(std::vector<CaseSpec>{}, nullptr, make_backend_, options_, backend_options_);
+    }
     started_ = std::chrono::steady_clock::now();
     std::string how;
     const std::optional<json> hello = next_message(how);
@@ -119,18 +142,39 @@ class WorkerRunner final : public CaseRunner {
     if (!answer) {
       worker_.reset();
       lost_ = true;
-      return lost_case(spec, backend_, device_, options_.kernel,
-                       fmt::format("the worker process running this case {}; a new worker runs the next case", how),
-                       started_);
+      if (interrupted_) {
+        if (sanitizer_) std::filesystem::remove(report_, ignored_);
+        return lost_case(spec, backend_, device_, options_.kernel, how, started_, Disposition::not_run);
+      }
+      return sanitized(
+          spec, std::nullopt,
+          lost_case(spec, backend_, device_, options_.kernel,
+                    fmt::format("the worker process running this case {}; a new worker runs the next case", how),
+                    started_));
     }
+    // Under the sanitizer the worker's process ends with its case, and says how it went.
+    std::optional<int> sanitizer_exit;
+    if (sanitizer_) sanitizer_exit = worker_->finish(backend_options_.timeout_seconds);
     // A lost CUDA context would fail every later case there: a fresh worker takes over.
-    if (answer->at("restart").get<bool>()) worker_.reset();
+    if (sanitizer_ || answer->at("restart").get<bool>()) worker_.reset();
     if (answer->contains("error")) throw_worker_error(*answer, "error");
     if (out && answer->contains("text")) {
       out->text += answer->at("text").get<std::string>();
       out->notes += answer->at("notes").get<std::string>();
     }
-    return result_from_json(answer->at("result"));
+    return sanitized(spec, sanitizer_exit, result_from_json(answer->at("result")));
+  }
+
+  // Under the sanitizer: the case's report named for it, and `result` judged with it.
+  CaseResult sanitized(const CaseSpec& spec, std::optional<int> exit_code, CaseResult result) {
+    if (!sanitizer_) return result;
+    const std::filesystem::path named = sanitizer_->reports / (file_name_for_case(spec.name, report_names_) + ".txt");
+    std::error_code ec;
+    std::filesystem::rename(report_, named, ec);  // failing that, the report keeps its first name
+    result = with_sanitizer_verdict(std::move(result), sanitizer_->tool, exit_code, ec ? report_ : named);
+    if (result.disposition != Disposition::hazard && !sanitizer_->keep_clean_reports)
+      std::filesystem::remove(ec ? report_ : named, ec);
+    return result;
   }
 
   WorkerBackendMaker make_backend_;
@@ -138,7 +182,13 @@ class WorkerRunner final : public CaseRunner {
   std::unique_ptr<WorkerProcess> worker_;
   std::chrono::steady_clock::time_point started_;
   std::string backend_ = "none", device_ = "none";
-  bool lost_ = false;  // the last case took its worker down
+  bool lost_ = false;         // the last case took its worker down
+  bool interrupted_ = false;  // SIGINT or SIGTERM: the worker was killed
+  std::optional<SanitizerPlan> sanitizer_;
+  std::filesystem::path report_;  // the running worker's compute-sanitizer report
+  std::set<std::string> report_names_;
+  int workers_started_ = 0;
+  std::error_code ignored_;  // a report that cannot be removed stays
 };
 
 }  // namespace
@@ -146,7 +196,12 @@ class WorkerRunner final : public CaseRunner {
 std::unique_ptr<CaseRunner> make_worker_runner(const BackendMaker& make_backend, const BackendOptions& backend,
                                                const RunOptions& options, std::string& notes) {
   const WorkerBackendMaker make = [make_backend](std::string& n) { return make_backend(-1, n); };
-  return std::make_unique<WorkerRunner>(make, backend, options, notes);
+  return std::make_unique<WorkerRunner>(make, backend, options, std::nullopt, notes);
+}
+
+std::unique_ptr<CaseRunner> make_sanitized_runner(const SanitizerPlan& sanitizer, const BackendOptions& backend,
+                                                  const RunOptions& options, std::string& notes) {
+  return std::make_unique<WorkerRunner>(nullptr, backend, options, sanitizer, notes);
 }
 
 }  // namespace attnres

@@ -15,6 +15,7 @@
 #include "app/casefile/case_spec.h"
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
+#include "app/workers/sanitizer.h"
 #include "tests/cuda_test_support.h"
 #include "tests/test_util.h"
 
@@ -580,7 +581,8 @@ TEST_F(Gpu, PropertiesAreJudgedOnTheDevice) {
                                                            {cuda_plugin("leaks_garbage"), {"garbage"}},
                                                            {cuda_plugin("default_stream"), {"stream", "graph", "pdl"}},
                                                            {cuda_plugin("reads_before_wait"), {"pdl"}},
-                                                           {cuda_plugin("bakes_at_capture"), {"graph"}}};
+                                                           {cuda_plugin("bakes_at_capture"), {"graph"}},
+                                                           {cuda_plugin("reads_past_scratch"), {}}};
   for (const auto& [kernel, lacked] : lacks) {
     std::vector<std::string> args{"run"};
     args.insert(args.end(), cases.begin(), cases.end());
@@ -604,6 +606,42 @@ TEST_F(Gpu, PropertiesAreJudgedOnTheDevice) {
             << kernel << " " << c["name"] << " " << p["check"] << ": " << p["detail"];
     }
   }
+}
+
+// run --sanitizer under the real compute-sanitizer: the kernel that reads 4 bytes past a buffer of
+// its own, which no other check can see, is a hazard on every case, naming the read; the correct
+// test kernel and the built-in kernels (with the tool's own kernels: generator, checks, the cuBLAS
+// reference) are clean under every tool.
+TEST_F(Gpu, TheSanitizerFindsAReadNoOtherCheckSees) {
+  try {
+    find_compute_sanitizer();
+  } catch (const UsageError& e) {
+    GTEST_SKIP() << e.what();
+  }
+  testing::TempDir tmp;
+  setenv("TMPDIR", tmp.path().c_str(), 1);
+  const auto sanitized = [](const std::string& tool, const std::string& kernel) {
+    std::vector<std::string> args{
+        "run", testing::source_path("cases/public.json"), "--filter", "public-t17-b[1-2]*", "--sanitizer", tool};
+    if (!kernel.empty()) args.insert(args.end(), {"--kernel", kernel});
+    return run_binary(args);
+  };
+  const BinaryRun stray = sanitized("memcheck", cuda_plugin("reads_past_scratch"));
+  EXPECT_EQ(stray.exit_code, kExitUnmet) << stray.output;
+  ASSERT_EQ(stray.report["cases"].size(), 2u) << stray.output;
+  for (const nlohmann::json& c : stray.report["cases"]) {
+    const std::string detail = c["detail"];
+    EXPECT_EQ(c["disposition"], "hazard") << detail;
+    EXPECT_EQ(detail.rfind("compute-sanitizer memcheck: Invalid __global__ read of size 4 bytes at ", 0), 0u) << detail;
+    EXPECT_NE(detail.find("stray_read_kernel"), std::string::npos) << detail;
+    EXPECT_NE(detail.find("without it the case was passed"), std::string::npos) << detail;
+  }
+  for (const std::string tool : {"memcheck", "racecheck", "synccheck", "initcheck"})
+    for (const std::string kernel : {std::string(), cuda_plugin("ok")}) {
+      const BinaryRun clean = sanitized(tool, kernel);
+      EXPECT_EQ(clean.exit_code, kExitOk) << tool << " " << kernel << clean.output;
+    }
+  unsetenv("TMPDIR");
 }
 
 // cases/scale, whose largest element offsets straddle 2^31 - 1 and 2^32 - 1 (up to 11.8 GB of

@@ -20,6 +20,9 @@
 // waits, so it reads inputs the previous kernel has not written yet.
 // ATTNRES_PLUGIN_CUDA_INT32_OFFSETS computes element offsets in 32-bit ints: right below 2^31
 // elements, a wild address past them (cases/scale).
+// ATTNRES_PLUGIN_CUDA_READS_PAST_SCRATCH computes correctly, and first reads 4 bytes just past the end
+// of a 256-byte buffer of its own, a value it never uses: no check of its results can see it,
+// compute-sanitizer's memcheck can (run --sanitizer memcheck).
 // ATTNRES_PLUGIN_CUDA_BAKES_AT_CAPTURE multiplies norm_weight by qk_weight on the host at every
 // call and uploads the product; a call being captured in a CUDA graph cannot read the weights
 // back, so it records the upload of the last product made: replays use the weights of the
@@ -174,6 +177,15 @@ __global__ void late_write_kernel(DLTensor output, long long tokens, long long h
 }
 #endif
 
+#if defined(ATTNRES_PLUGIN_CUDA_READS_PAST_SCRATCH)
+constexpr int kScratchFloats = 64;
+
+__global__ void stray_read_kernel(const float* scratch) {
+  float ignored;
+  asm volatile("ld.global.f32 %0, [%1];" : "=f"(ignored) : "l"(scratch + kScratchFloats));
+}
+#endif
+
 #if defined(ATTNRES_PLUGIN_CUDA_BAKES_AT_CAPTURE)
 float bf16_value(unsigned short bits) {
   const unsigned int word = unsigned(bits) << 16;
@@ -266,6 +278,14 @@ extern "C" int attnres_kernel(const AttnResKernelCall* c) {
     if (!c->error[0]) std::snprintf(c->error, c->error_capacity, "%s", cudaGetErrorString(cudaGetLastError()));
     return ATTNRES_KERNEL_FAILED;
   }
+#endif
+#if defined(ATTNRES_PLUGIN_CUDA_READS_PAST_SCRATCH)
+  static float* scratch = nullptr;  // made at the first call, before any capture
+  if (!scratch && cudaMalloc(&scratch, kScratchFloats * sizeof(float)) != cudaSuccess) {
+    std::snprintf(c->error, c->error_capacity, "scratch: %s", cudaGetErrorString(cudaGetLastError()));
+    return ATTNRES_KERNEL_FAILED;
+  }
+  stray_read_kernel<<<1, 1, 0, static_cast<cudaStream_t>(c->stream)>>>(scratch);
 #endif
 #if defined(ATTNRES_PLUGIN_CUDA_DEFAULT_STREAM)
   attn_res_kernel<<<unsigned(tokens), kThreads>>>(o);

@@ -14,6 +14,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/commands.h"
 #include "app/report/result_json.h"
+#include "app/workers/sanitizer.h"
 #include "app/workers/worker.h"
 #include "tests/cuda_test_support.h"
 #include "tests/test_util.h"
@@ -365,6 +366,151 @@ TEST_F(Gpu, WorkersPerDeviceReportWhatOneProcessReports) {
   const BinaryRun missing = run_binary({"run", testing::source_path("cases/guard.json"), "--devices", "0,7"});
   EXPECT_EQ(missing.exit_code, kExitBadInput) << missing.output;
   EXPECT_NE(missing.output.find("--device 7: this process sees"), std::string::npos) << missing.output;
+}
+
+TEST(SanitizerReport, ErrorsAreCountedAndTheFirstIsNamed) {
+  TempDir dir;
+  const std::string races =
+      dir.file("races.txt",
+               "========= COMPUTE-SANITIZER\n"
+               "========= Error: Race reported between Write access at k(Operands)+0x1a0 in a.cu:60\n"
+               "=========     and Read access at k(Operands)+0x1f0 in a.cu:63 [8 hazards]\n"
+               "=========\n"
+               "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n");
+  const std::optional<SanitizerReport> report = read_sanitizer_report(races);
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->errors, 1);
+  EXPECT_EQ(report->first_error, "Error: Race reported between Write access at k(Operands)+0x1a0 in a.cu:60");
+  EXPECT_EQ(report->summary, "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)");
+  CaseResult result;
+  result.disposition = Disposition::passed;
+  result.detail = "max-abs error 0.01";
+  const CaseResult raced = with_sanitizer_verdict(result, "racecheck", 0, races);
+  EXPECT_EQ(raced.disposition, Disposition::hazard);
+  EXPECT_EQ(raced.detail,
+            "compute-sanitizer racecheck: Error: Race reported between Write access at k(Operands)+0x1a0 in a.cu:60; "
+            "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings) (report: " +
+                races + "); without it the case was passed: max-abs error 0.01");
+  // Warnings only: no hazard.
+  const std::string warned = dir.file("warned.txt",
+                                      "========= Warning: Race reported between Read access at k+0x10\n"
+                                      "========= RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)\n");
+  EXPECT_EQ(read_sanitizer_report(warned)->errors, 0);
+  EXPECT_EQ(with_sanitizer_verdict(result, "racecheck", 0, warned).disposition, Disposition::passed);
+  // The exit status alone says it found one, where the report cannot be read.
+  EXPECT_EQ(with_sanitizer_verdict(result, "memcheck", kSanitizerErrorExit, dir.path() / "missing.txt").disposition,
+            Disposition::hazard);
+  EXPECT_FALSE(read_sanitizer_report(dir.path() / "missing.txt"));
+}
+
+// run --sanitizer with compute-sanitizer stood in for by tests/workers/fake_compute_sanitizer.sh,
+// which reports an error on the runs FAKE_SANITIZER_HAZARD names. What runs under it is the real
+// worker: this build's binary, started once per case.
+class Sanitizer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("ATTNRES_COMPUTE_SANITIZER", testing::source_path("tests/workers/fake_compute_sanitizer.sh").c_str(), 1);
+    setenv("FAKE_SANITIZER_STATE", state_.path().c_str(), 1);
+    setenv("FAKE_SANITIZER_HAZARD", "", 1);
+  }
+  void TearDown() override {
+    for (const char* name : {"ATTNRES_COMPUTE_SANITIZER", "FAKE_SANITIZER_STATE", "FAKE_SANITIZER_HAZARD", "TMPDIR"})
+      unsetenv(name);
+  }
+  std::string runs(const char* file) const { return read_file(state_.path() / file); }
+
+  TempDir state_;
+  // On a CPU kernel behind the C ABI, which runs without a GPU.
+  const std::vector<std::string> three_cases_{
+      "run", testing::source_path("cases/public.json"), "--filter", "public-t1-b[0-2]*", "--kernel", plugin("ok")};
+};
+
+TEST_F(Sanitizer, AnErrorInItsReportIsTheHazardOfThatCaseAlone) {
+  setenv("FAKE_SANITIZER_HAZARD", "2", 1);
+  TempDir reports;
+  std::vector<std::string> args = three_cases_;
+  args.insert(args.end(), {"--sanitizer", "memcheck", "--sanitizer-reports", (reports.path() / "r").string(), "--check",
+                           "determinism"});
+  const BinaryRun run = run_binary(args);
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  ASSERT_EQ(run.report["cases"].size(), 3u) << run.output;
+  EXPECT_EQ(runs("count"), "3\n");  // a process per case
+  EXPECT_EQ(runs("tools"), "memcheck\nmemcheck\nmemcheck\n");
+  const std::vector<std::string> names{"public-t1-b0", "public-t1-b1-delta", "public-t1-b2-norm"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const json& c = run.report["cases"][i];
+    EXPECT_EQ(c["name"], names[i]);
+    EXPECT_EQ(c["disposition"], i == 1 ? "hazard" : "passed") << c["detail"];
+    // The worker ran the case with the run's options.
+    ASSERT_EQ(c["properties"].size(), 1u);
+    EXPECT_EQ(c["properties"][0]["check"], "determinism");
+    EXPECT_TRUE(std::filesystem::is_regular_file(reports.path() / "r" / (names[i] + ".txt"))) << names[i];
+  }
+  const std::string report = (reports.path() / "r" / "public-t1-b1-delta.txt").string();
+  EXPECT_EQ(run.report["cases"][1]["detail"].get<std::string>().rfind(
+                "compute-sanitizer memcheck: Invalid __global__ read of size 4 bytes at stray_read_kernel(const float "
+                "*)+0x70 in cuda_plugin.cu:190; ERROR SUMMARY: 1 error (report: " +
+                    report + "); without it the case was passed: ",
+                0),
+            0u)
+      << run.report["cases"][1]["detail"];
+  EXPECT_EQ(run.report["summary"]["by_disposition"]["hazard"], 1);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(reports.path() / "r")) ++files;
+  EXPECT_EQ(files, 3u);
+}
+
+// Without --sanitizer-reports the reports go to a new directory under $TMPDIR that keeps the
+// hazards' reports only, and is removed when there is none.
+TEST_F(Sanitizer, OnlyTheReportsOfHazardsAreKept) {
+  TempDir tmp;
+  setenv("TMPDIR", tmp.path().c_str(), 1);
+  std::vector<std::string> args = three_cases_;
+  args.insert(args.end(), {"--sanitizer", "racecheck"});
+  const BinaryRun clean = run_binary(args);
+  EXPECT_EQ(clean.exit_code, kExitOk) << clean.output;
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
+  EXPECT_EQ(clean.output.find("compute-sanitizer racecheck reports"), std::string::npos) << clean.output;
+
+  setenv("FAKE_SANITIZER_HAZARD", "4 6", 1);  // this run's first and third case
+  const BinaryRun found = run_binary(args);
+  EXPECT_EQ(found.exit_code, kExitUnmet) << found.output;
+  std::vector<std::string> kept;
+  for (const auto& dir : std::filesystem::directory_iterator(tmp.path()))
+    for (const auto& report : std::filesystem::directory_iterator(dir.path()))
+      kept.push_back(dir.path().filename().string().substr(0, 24) + "/" + report.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"attnres-check-sanitizer-/public-t1-b0.txt",
+                                            "attnres-check-sanitizer-/public-t1-b2-norm.txt"}));
+  EXPECT_NE(found.output.find("compute-sanitizer racecheck reports of the cases with a hazard: " + tmp.path().string()),
+            std::string::npos)
+      << found.output;
+}
+
+TEST_F(Sanitizer, WhatItCannotTakePartInIsRefused) {
+  const auto refusal = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = three_cases_;
+    args.insert(args.end(), more.begin(), more.end());
+    try {
+      run_cli(args);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal({"--sanitizer", "memcheck", "--backend", "cpu"}),
+            "--sanitizer checks what runs on a CUDA device; --backend cpu runs nothing there");
+  EXPECT_EQ(refusal({"--sanitizer", "memcheck", "--in-process"}),
+            "--sanitizer runs each case in a worker process; --in-process excludes it");
+  EXPECT_EQ(refusal({"--sanitizer-reports", "x"}), "--sanitizer-reports goes with --sanitizer");
+  EXPECT_NE(refusal({"--sanitizer", "leakcheck"})
+                .find("--sanitizer: leakcheck not in {memcheck,racecheck,synccheck,"
+                      "initcheck}"),
+            std::string::npos)
+      << refusal({"--sanitizer", "leakcheck"});
+  setenv("ATTNRES_COMPUTE_SANITIZER", "/nonexistent/compute-sanitizer", 1);
+  EXPECT_EQ(refusal({"--sanitizer", "memcheck"}),
+            "--sanitizer: ATTNRES_COMPUTE_SANITIZER=/nonexistent/compute-sanitizer is not an executable file");
 }
 
 TEST_F(Gpu, AnIllegalAddressCostsOnlyItsCase) {

@@ -131,6 +131,7 @@ TrialOutcome classify_trial(const CaseResult& r) {
     case Disposition::failed:
     case Disposition::not_rejected:
     case Disposition::memory_violation:
+    case Disposition::hazard:
     case Disposition::error: return TrialOutcome::finding;
   }
   return TrialOutcome::finding;

@@ -22,6 +22,7 @@
 #include "app/engine/runner.h"
 #include "app/report/report.h"
 #include "app/workers/make_case_runner.h"
+#include "app/workers/sanitizer.h"
 #include "app/workers/worker.h"
 #include "kernels/external/plugin_kernel.h"
 
@@ -158,6 +159,15 @@ CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArgument
   run->add_option("--devices", *devices,
                   "spread the cases over worker processes, one per CUDA device listed (all, or ordinals such as "
                   "0,1; a device listed twice gets two workers), and merge their results in case order");
+  auto sanitizer_tools = std::vector<std::string>(std::begin(kSanitizerTools), std::end(kSanitizerTools));
+  run->add_option("--sanitizer", args.sanitizer,
+                  "run each case in a fresh worker process under NVIDIA compute-sanitizer with this tool (memcheck, "
+                  "racecheck, synccheck or initcheck; $ATTNRES_COMPUTE_SANITIZER or on PATH): a case whose process "
+                  "it finds an error in is a hazard, naming the tool's report")
+      ->check(CLI::IsMember(sanitizer_tools));
+  run->add_option("--sanitizer-reports", args.sanitizer_reports,
+                  "with --sanitizer: a new or empty directory for every case's report (<case>.txt); default: a new "
+                  "directory under $TMPDIR that keeps the reports of the hazards only");
   run->add_option("--repro-dir", args.repro_dir,
                   "write a repro bundle of each case that did not meet its expectation into this new or empty "
                   "directory (DIR/<case>/, listed in DIR/index.json), with the kernel and flags of this run");
@@ -184,6 +194,20 @@ CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArgument
     if (common.backend.backend == "cpu")
       throw UsageError("--devices spreads cases over CUDA devices; --backend cpu has none");
   });
+  command.after_parse([&args, &common] {
+    if (args.sanitizer.empty()) {
+      if (!args.sanitizer_reports.empty()) throw UsageError("--sanitizer-reports goes with --sanitizer");
+      return;
+    }
+    // Each case runs from its seed in a process of its own, on the one device the options name.
+    if (args.in_process) throw UsageError("--sanitizer runs each case in a worker process; --in-process excludes it");
+    if (!args.devices.empty()) throw UsageError("--sanitizer runs one case at a time; --devices excludes it");
+    if (!args.inputs.empty()) throw UsageError("--sanitizer runs each case from its seed; --inputs excludes it");
+    if (!args.repro_dir.empty())
+      throw UsageError("--sanitizer names each hazard's report; --repro-dir bundles run without it and exclude it");
+    if (common.backend.backend == "cpu")
+      throw UsageError("--sanitizer checks what runs on a CUDA device; --backend cpu runs nothing there");
+  });
   return command;
 }
 
@@ -199,7 +223,7 @@ CommandOutput run_command(const RunArguments& args, const CommonArguments& commo
   std::vector<NamedPath> input_files = case_file_inputs(loaded);
   input_files.emplace_back("--inputs file", args.inputs);
   require_writable_reports(named_report_files(args.report_files), input_files);
-  if (!args.repro_dir.empty() && !args.list) claim_repro_directory(args.repro_dir);
+  if (!args.repro_dir.empty() && !args.list) claim_empty_directory("--repro-dir", args.repro_dir);
   const std::size_t loaded_count = loaded.cases.size();
   std::vector<CaseSpec> selected = select_cases(std::move(loaded.cases), args.filters, args.shard);
   const bool none_matched = selected.empty() && !(args.filters.empty() && args.shard.empty());
@@ -265,7 +289,16 @@ CommandOutput run_command(const RunArguments& args, const CommonArguments& commo
       cases.clear();
   }
   const InputSource* inputs = replay_source ? &*replay_source : nullptr;
-  if (spread || (is_external_kernel(common.backend.kernel) && !args.in_process)) {
+  if (!args.sanitizer.empty()) {
+    const SanitizerPlan plan = make_sanitizer_plan(args.sanitizer, args.sanitizer_reports);
+    std::unique_ptr<CaseRunner> runner = make_sanitized_runner(plan, common.backend, options, out.notes);
+    context = run_context(args, common, runner->backend_name(), runner->device_description());
+    for (std::size_t i = 0; i < cases.size() && !interrupt_signal(); ++i) {
+      if (progress) progress(int(i), int(cases.size()), cases[i].name);
+      judged(runner->run(cases[i], options.disable_layout_guard));
+    }
+    finish_sanitizer_reports(plan, out.notes);
+  } else if (spread || (is_external_kernel(common.backend.kernel) && !args.in_process)) {
     // A kernel from elsewhere may take its process down with it, so it runs in a worker
     // process; --devices runs one worker per device listed.
     const BackendMaker maker = [&](int device, std::string& notes) {

@@ -31,7 +31,9 @@ struct RunArguments {
   // free; with all_devices, one per CUDA device there is. Empty and false: no --devices.
   std::vector<int> devices;
   bool all_devices = false;
-  std::string repro_dir;  // a repro bundle of each case that did not meet its expectation
+  std::string sanitizer;          // run each case in a worker under this compute-sanitizer tool
+  std::string sanitizer_reports;  // where the tool's reports go; empty: a new directory under $TMPDIR
+  std::string repro_dir;          // a repro bundle of each case that did not meet its expectation
   std::int64_t repro_max_bytes = std::int64_t(2) << 30;  // what those bundles may take in all
 };
 
