@@ -43,11 +43,13 @@ struct InputSource {
   std::int64_t held_bytes = 0;
 };
 
-// One replay of a captured call: the output it left, and how it met the float64 reference on
-// the inputs it was replayed on.
+// One replay of a captured call: the output it left, how it met the float64 reference on the
+// inputs it was replayed on (prefix and blocks exactness included), and what it wrote where it
+// must not.
 struct GraphReplay {
   HostTensor output;
   Comparison comparison;
+  std::vector<Violation> violations;
 };
 
 // At most what a case allocates: host bytes and device bytes (nothing: the sizes overflow int64).
@@ -101,8 +103,9 @@ class CaseWorkspace {
   // The call captured once (KernelEntry::capture) on a non-blocking stream of the workspace's
   // own, then replayed there once per seed, each time on inputs made anew from that seed in the
   // captured buffers (canaries and the poisoned output around them) and compared with the
-  // float64 reference on them. Why it cannot be made here, if it cannot (a host workspace has no
-  // graphs). Throws GraphCaptureError or KernelRejection from the capture, else as run_kernel does.
+  // float64 reference on them, and every tensor checked as after run_kernel. Why it cannot be made here, if it cannot
+  // (a host workspace has no graphs). Throws GraphCaptureError or KernelRejection from the capture, else as run_kernel
+  // does.
   virtual std::optional<std::string> run_kernel_in_graph(KernelEntry& kernel, const LaunchOptions& options,
                                                          const std::vector<std::uint64_t>& seeds, double atol,
                                                          double rtol, std::vector<GraphReplay>& replays) = 0;

@@ -193,7 +193,14 @@ class DeviceWorkspace : public CaseWorkspace {
         captured->replay(side.stream);
         ATTNRES_CUDA_CHECK(cudaDeviceSynchronize());
         const OutputTally tally = compare_output_on_device(view(kOutput), reference_.get(), atol, rtol, nullptr);
-        replays.push_back({output(), comparison_from(tally, shape_.tokens, shape_.hidden, atol, rtol)});
+        GraphReplay replay{output(), comparison_from(tally, shape_.tokens, shape_.hidden, atol, rtol), {}};
+        const ExactnessReport exactness = check();
+        replay.comparison.prefix_mismatches = exactness.prefix_mismatches;
+        replay.comparison.blocks_mismatches = exactness.blocks_mismatches;
+        replay.comparison.first_prefix_mismatch = exactness.first_prefix_mismatch;
+        replay.comparison.first_blocks_mismatch = exactness.first_blocks_mismatch;
+        replay.violations = exactness.violations;
+        replays.push_back(std::move(replay));
       }
     });
     return std::nullopt;

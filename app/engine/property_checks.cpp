@@ -364,7 +364,14 @@ PropertyResult judge_graph(const CaseSpec& spec, const HostTensor& judged, const
     const GraphReplay& replay = graph.replays[k];
     const std::string which = k == 0 ? "replay 1, on the case's inputs,"
                                      : fmt::format("replay {}, on fresh inputs (seed {}),", k + 1, seeds[k]);
-    if (!replay.comparison.within_tolerance() || replay.comparison.systematic()) {
+    if (!replay.violations.empty()) {
+      std::string violations;
+      for (const Violation& v : replay.violations) violations += "; " + v.to_string();
+      result.disposition = Disposition::failed;
+      result.detail = fmt::format("{} wrote where it must not: {}", which, violations.substr(2));
+      return result;
+    }
+    if (!replay.comparison.within_tolerance() || !replay.comparison.exact_state() || replay.comparison.systematic()) {
       result.disposition = Disposition::failed;
       result.detail =
           fmt::format("{} does not meet the float64 reference: {}", which, describe_comparison(replay.comparison));
@@ -399,8 +406,8 @@ PropertyResult judge_graph(const CaseSpec& spec, const HostTensor& judged, const
   result.disposition = Disposition::passed;
   result.detail = fmt::format(
       "captured once in a CUDA graph on a non-blocking stream and replayed {} times, on the case's inputs and on {} "
-      "fresh sets written into the captured buffers: each replay bit-identical to an eager call on its inputs and "
-      "within tolerance of the float64 reference",
+      "fresh sets written into the captured buffers: each replay bit-identical to an eager call on its inputs, "
+      "within tolerance of the float64 reference, prefix and blocks exact, nothing else written",
       graph.replays.size(), graph.replays.size() - 1);
   return result;
 }

@@ -449,6 +449,20 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
                 std::string::npos)
           << checked.report["cases"][0]["detail"];
   }
+  // A replay whose output is right but that never writes p back fails the graph check on every case
+  // with a delta or a block write (elsewhere p is prefix, and nothing is left to write).
+  const BinaryRun residual =
+      run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
+                  "python:attnres_python_test:attn_res_keeps_residual_out_of_graphs", "--check", "graph"});
+  EXPECT_EQ(residual.exit_code, kExitUnmet) << residual.output;
+  for (const auto& c : residual.report["cases"]) {
+    const std::string name = c["name"];
+    const bool writes = name.find("delta") != std::string::npos || name.find("write") != std::string::npos;
+    const std::string detail = c["properties"][0]["detail"];
+    EXPECT_EQ(c["properties"][0]["disposition"], writes ? "failed" : "passed") << name << detail;
+    if (writes)
+      EXPECT_EQ(detail.rfind("replay 1, on the case's inputs, does not meet the float64 reference: ", 0), 0u) << detail;
+  }
   // The seed's dispatch without the op-existence check, on a torch without vLLM's op.
   const BinaryRun missing =
       run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t3-b1-norm", "--kernel",

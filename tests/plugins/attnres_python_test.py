@@ -102,6 +102,17 @@ def attn_res_checks_on_host(prefix, delta, blocks, norm_weight, qk_weight, outpu
                      output_norm_eps)
 
 
+def attn_res_keeps_residual_out_of_graphs(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight,
+                                          num_blocks, block_write_idx, eps, output_norm_eps):
+    """attn_res_eager_any_stride, but while a CUDA graph is being captured it works on copies of
+    prefix and blocks (a host-side branch on capture): its output is right on every replay, and a
+    replay never writes p back into prefix or the block written."""
+    if torch.cuda.is_current_stream_capturing():
+        prefix, blocks = prefix.clone(), blocks.clone()
+    return _contract(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                     output_norm_eps)
+
+
 def attn_res_eager_hardcoded(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
                              block_write_idx, eps, output_norm_eps):
     tokens, hidden = prefix.shape
