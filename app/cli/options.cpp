@@ -207,6 +207,11 @@ std::vector<CaseProperty> parse_check_option(const std::vector<std::string>& wor
         properties = united(properties, {std::begin(kAllCaseProperties), std::end(kAllCaseProperties)});
         continue;
       }
+      // Offsets past 32 bits need tensors of gigabytes: they are cases of their own, not a check.
+      if (name == "offsets")
+        throw UsageError(
+            "--check: offsets is no check of each case but a set of cases: run cases/scale (dense blocks and "
+            "two-row views whose element offsets straddle 2^31 - 1 and 2^32 - 1, up to 11.8 GB a case)");
       const std::optional<CaseProperty> property = parse_case_property(name);
       if (!property)
         throw UsageError(fmt::format("--check: \"{}\" is no check; the checks are {}, or all", printable(name),

@@ -136,7 +136,13 @@ TEST(Cli, CheckTakesPropertyNamesOrAll) {
   EXPECT_EQ(parse({"repro", "x", "--check", "determinism"}).properties,
             std::vector<CaseProperty>{CaseProperty::determinism});
   EXPECT_EQ(testing::usage_error({"run", "x", "--check", "determinism,speed"}),
-            "--check: \"speed\" is no check; the checks are determinism, batch-invariance, garbage, stream, pdl, graph, or all");
+            "--check: \"speed\" is no check; the checks are determinism, batch-invariance, garbage, stream, pdl, "
+            "graph, or all");
+  EXPECT_EQ(testing::usage_error({"run", "x", "--check", "graph,offsets"})
+                .rfind("--check: offsets is no check of each "
+                       "case but a set of cases: run cases/scale",
+                       0),
+            0u);
 }
 
 // Numbers are taken whole and in range, and a bad one is named in words (not CLI11's range of
