@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -27,38 +28,30 @@ std::vector<int>& open_worker_sockets() {
   return sockets;
 }
 
+// A connected pair: [0] this process's end, [1] the child's.
+std::array<int, 2> socket_pair() {
+  std::array<int, 2> sockets{};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets.data()) != 0)
+    throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
+  return sockets;
+}
+
 }  // namespace
 
 WorkerProcess::WorkerProcess(const std::vector<CaseSpec>& cases, const InputSource* replay,
                              const WorkerBackendMaker& make_backend, const RunOptions& options,
                              const BackendOptions& backend_options) {
-  int sockets[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
-    throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_ = ::fork();
-  if (pid_ < 0) {
-    ::close(sockets[0]);
-    ::close(sockets[1]);
-    throw std::runtime_error(fmt::format("cannot start a worker process: {}", std::strerror(errno)));
-  }
-  if (pid_ == 0) {
+  const std::array<int, 2> sockets = socket_pair();
+  fork_child(sockets, [&] {
     ignore_interrupts();
     ::close(sockets[0]);
     for (const int other : open_worker_sockets()) ::close(other);
     serve_requests(sockets[1], cases, replay, make_backend, options, backend_options);
-  }
-  ::close(sockets[1]);
-  socket_ = sockets[0];
-  open_worker_sockets().push_back(socket_);
-  reader_.emplace(socket_);
+  });
 }
 
 WorkerProcess::WorkerProcess(const std::function<std::vector<std::string>(int socket)>& command) {
-  int sockets[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
-    throw std::runtime_error(fmt::format("cannot make a socket pair for the worker process: {}", std::strerror(errno)));
+  const std::array<int, 2> sockets = socket_pair();
   // Everything the child needs is made before the fork: after it, the child only calls exec.
   std::vector<std::string> words;
   try {
@@ -71,6 +64,17 @@ WorkerProcess::WorkerProcess(const std::function<std::vector<std::string>(int so
   std::vector<char*> argv;
   for (const std::string& word : words) argv.push_back(const_cast<char*>(word.c_str()));
   argv.push_back(nullptr);
+  fork_child(sockets, [&] {
+    ::setpgid(0, 0);                  // its own group: killing it also ends the processes it starts
+    ::fcntl(sockets[1], F_SETFD, 0);  // the one descriptor the program inherits
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  });
+  own_group_ = true;
+  ::setpgid(pid_, pid_);  // also here, so that kill() never finds the group missing
+}
+
+void WorkerProcess::fork_child(const std::array<int, 2>& sockets, const std::function<void()>& child) {
   std::fflush(stdout);
   std::fflush(stderr);
   pid_ = ::fork();
@@ -79,14 +83,7 @@ WorkerProcess::WorkerProcess(const std::function<std::vector<std::string>(int so
     ::close(sockets[1]);
     throw std::runtime_error(fmt::format("cannot start a worker process: {}", std::strerror(errno)));
   }
-  if (pid_ == 0) {
-    ::setpgid(0, 0);                  // its own group: killing it also ends the processes it starts
-    ::fcntl(sockets[1], F_SETFD, 0);  // the one descriptor the program inherits
-    ::execv(argv[0], argv.data());
-    _exit(127);
-  }
-  own_group_ = true;
-  ::setpgid(pid_, pid_);  // also here, so that kill() never finds the group missing
+  if (pid_ == 0) child();
   ::close(sockets[1]);
   socket_ = sockets[0];
   open_worker_sockets().push_back(socket_);

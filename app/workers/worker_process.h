@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -50,6 +51,8 @@ class WorkerProcess {
   std::optional<int> finish(double seconds);
 
  private:
+  // Forks; the child runs `child`, which never returns. Here: this process's end of `sockets`.
+  void fork_child(const std::array<int, 2>& sockets, const std::function<void()>& child);
   void close_socket();
   int reap();
 
