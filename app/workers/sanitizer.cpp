@@ -70,10 +70,6 @@ SanitizerPlan make_sanitizer_plan(const std::string& tool, const std::string& re
   SanitizerPlan plan;
   plan.tool = tool;
   plan.executable = find_compute_sanitizer();
-  // Memory a kernel gets from torch's caching allocator is one large block to the tool; without
-  // the cache each tensor is its own allocation, as PyTorch advises for compute-sanitizer. The
-  // workers inherit it; this process never loads torch.
-  ::setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0);
   if (!reports.empty()) {
     claim_empty_directory("--sanitizer-reports", reports);
     plan.reports = fs::absolute(reports);
@@ -141,9 +137,9 @@ std::optional<SanitizerReport> read_sanitizer_report(const fs::path& path) {
     } else if (text[0] != ' ') {
       in_first_error = report.first_error.empty();
       if (in_first_error) report.first_error = text;
-    } else if (in_first_error && text.find_first_not_of(' ') != std::string::npos &&
-               text.substr(text.find_first_not_of(' '), 3) == "at ") {
-      report.first_error += " " + text.substr(text.find_first_not_of(' '));
+    } else if (const std::size_t indent = text.find_first_not_of(' ');
+               in_first_error && indent != std::string::npos && text.compare(indent, 3, "at ") == 0) {
+      report.first_error += " " + text.substr(indent);
       in_first_error = false;
     }
   }
@@ -174,6 +170,10 @@ void serve_sanitized_worker(const std::vector<std::string>& args) {
   } catch (const std::exception& e) {
     throw UsageError(fmt::format("{} is the worker run --sanitizer starts: {}", kSanitizedWorkerCommand, e.what()));
   }
+  // Memory a kernel gets from torch's caching allocator is one large block to the tool; without
+  // the cache each tensor is its own allocation, as PyTorch advises for compute-sanitizer. Set
+  // before a bridge can load torch.
+  ::setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 0);
   const WorkerBackendMaker make = [backend](std::string& notes) { return make_backend(backend, notes); };
   serve_requests(socket, {}, nullptr, make, options, backend);
 }

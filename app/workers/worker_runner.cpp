@@ -82,7 +82,6 @@ class WorkerRunner final : public CaseRunner {
       if (const int signal = interrupt_signal()) {
         worker_->kill();
         how = interrupted_detail(signal);
-        interrupted_ = true;
         return std::nullopt;
       }
       if (due.passed()) {
@@ -142,8 +141,9 @@ class WorkerRunner final : public CaseRunner {
     if (!answer) {
       worker_.reset();
       lost_ = true;
-      if (interrupted_) {
-        if (sanitizer_) std::filesystem::remove(report_, ignored_);
+      if (interrupt_signal()) {
+        std::error_code ignored;  // a report that cannot be removed stays
+        if (sanitizer_) std::filesystem::remove(report_, ignored);
         return lost_case(spec, backend_, device_, options_.kernel, how, started_, Disposition::not_run);
       }
       return sanitized(
@@ -182,13 +182,11 @@ class WorkerRunner final : public CaseRunner {
   std::unique_ptr<WorkerProcess> worker_;
   std::chrono::steady_clock::time_point started_;
   std::string backend_ = "none", device_ = "none";
-  bool lost_ = false;         // the last case took its worker down
-  bool interrupted_ = false;  // SIGINT or SIGTERM: the worker was killed
+  bool lost_ = false;  // the last case took its worker down
   std::optional<SanitizerPlan> sanitizer_;
   std::filesystem::path report_;  // the running worker's compute-sanitizer report
   std::set<std::string> report_names_;
   int workers_started_ = 0;
-  std::error_code ignored_;  // a report that cannot be removed stays
 };
 
 }  // namespace
