@@ -153,8 +153,10 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += "\n## How to reproduce\n\n";
   md += "From this directory, with attnres-check built (regenerates the inputs bit-exact from the seed):\n\n";
   md += fmt::format("```\n{}\n```\n\n", run_line);
-  md += "Replaying the captured tensors instead:\n\n";
-  md += fmt::format("```\n{}\n```\n\n", replay_line);
+  if (!replay_line.empty()) {
+    md += "Replaying the captured tensors instead:\n\n";
+    md += fmt::format("```\n{}\n```\n\n", replay_line);
+  }
   md +=
       "Without attnres-check (PyTorch float64 reference; also calls vLLM's and FlashInfer's entry points where they "
       "import, and the kernel this bundle was made with):\n\n";
@@ -169,6 +171,9 @@ std::string report_markdown(const CaseSpec& spec, const CaseResult& r, const jso
   md += kernel_ran
             ? "`outputs.safetensors` holds the kernel's output, prefix and blocks after the run, and the reference.\n"
             : "The kernel did not run, so there is no `outputs.safetensors`.\n";
+  if (r.sanitizer)
+    md += fmt::format("`{}` is compute-sanitizer {}'s report of the run that found the hazard.\n", r.sanitizer->report,
+                      r.sanitizer->tool);
   return md;
 }
 
@@ -191,7 +196,7 @@ SafetensorsFile outputs_file(const CaseArtifacts& a) {
 
 CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunOptions& options,
                               const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
-                              CommandOutput& out, const CaseResult* ended_elsewhere) {
+                              CommandOutput& out, const CaseResult* judged_in_run) {
   namespace fs = std::filesystem;
   const DirectoryLock lock = [&] {
     try {
@@ -201,7 +206,7 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
     }
   }();
   std::optional<CaseArtifacts> artifacts;
-  CaseResult result = ended_elsewhere ? *ended_elsewhere : run_case(spec, backend, options, nullptr, &artifacts);
+  CaseResult result = judged_in_run ? *judged_in_run : run_case(spec, backend, options, nullptr, &artifacts);
 
   CaseSpec bundled = spec;
   bundled.file = "case.json";
@@ -238,10 +243,26 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   }
   const json env = environment(backend, backend_options);
   write_text(dir / "environment.json", dump_json(env, 2) + "\n");
-  write_text(dir / "result.json", dump_json(result_json(result), 2) + "\n");
-  const std::string flags = backend_flags(backend_options) + (options.disable_layout_guard ? " --no-layout-guard" : "");
+  CaseResult recorded = result;
+  std::string flags = backend_flags(backend_options) + (options.disable_layout_guard ? " --no-layout-guard" : "");
+  // A hazard replays under its tool, which runs each case from its seed: no line with --inputs.
+  std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
+  if (SanitizerFinding* finding = recorded.sanitizer ? &*recorded.sanitizer : nullptr) {
+    const std::string report = "compute-sanitizer-" + finding->tool + ".txt";
+    std::error_code ec;
+    fs::copy_file(finding->report, dir / report, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      out.notes += fmt::format("{}: the compute-sanitizer report {} could not be copied into the bundle: {}\n",
+                               printable(spec.name), printable(finding->report), ec.message());
+    } else {
+      written.push_back(report);
+      finding->report = report;  // the bundle names its own copy
+    }
+    flags += " --sanitizer " + finding->tool;
+    replay_line.clear();
+  }
+  write_text(dir / "result.json", dump_json(result_json(recorded), 2) + "\n");
   const std::string run_line = "attnres-check run case.json" + flags;
-  const std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
   // $ATTNRES_CHECK names the binary where it is not on PATH; each run's exit code is its verdict.
   auto with_binary = [](const std::string& line) {
     return "\"${ATTNRES_CHECK:-attnres-check}\"" + line.substr(line.find(' '));
@@ -249,14 +270,16 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   write_text(
       dir / "replay.sh",
       fmt::format("#!/bin/sh\n# Replays this bundle; run from its directory (ATTNRES_CHECK=path/to/attnres-check if\n"
-                  "# it is not on PATH). Regenerated inputs first, then the captured tensors.\n{}\n{}\n",
-                  with_binary(run_line), with_binary(replay_line)));
+                  "# it is not on PATH). {}\n{}\n{}",
+                  replay_line.empty() ? "Regenerates the inputs from the seed."
+                                      : "Regenerated inputs first, then the captured tensors.",
+                  with_binary(run_line), replay_line.empty() ? "" : with_binary(replay_line) + "\n"));
   fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add);
   write_text(dir / "repro.py", attnres_repro_script());
   write_text(dir / "attnres_binding.py", attnres_binding_script());
   write_text(dir / "REPORT.md",
-             report_markdown(spec, result, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
+             report_markdown(spec, recorded, env, run_line, replay_line, artifacts.has_value(), drew_error_map));
 
   written.insert(written.end(), {"environment.json", "result.json", "replay.sh", "repro.py", "attnres_binding.py"});
   out.text += fmt::format("{}: {}\n  {}\nbundle written to {}/ ({})\n", spec.name, to_string(result.disposition),

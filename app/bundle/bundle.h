@@ -11,11 +11,12 @@ namespace attnres {
 
 // Runs the case and writes its bug-report bundle into `dir` (made empty with `force`); the
 // bundle's replay lines name `backend_options`. Appends what was written to out.text. With
-// `ended_elsewhere` (the run that took its worker process down) the case is not run again: the
-// bundle holds that result and the inputs, without outputs.
+// `judged_in_run` (a run that took its worker process down, or found a compute-sanitizer hazard)
+// the case is not run again: the bundle holds that result and the inputs, without outputs; a
+// hazard's bundle also holds the tool's report and replays under the same tool.
 CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunOptions& options,
                               const BackendOptions& backend_options, const std::filesystem::path& dir, bool force,
-                              CommandOutput& out, const CaseResult* ended_elsewhere = nullptr);
+                              CommandOutput& out, const CaseResult* judged_in_run = nullptr);
 
 }  // namespace attnres
 

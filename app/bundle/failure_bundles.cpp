@@ -92,7 +92,8 @@ void write_failure_bundles(const std::vector<CaseSpec>& cases, const std::vector
     CaseResult again;
     try {
       if (!runner) runner = make_runner();
-      again = runner->write_bundle(cases[i], bundle, false, bundle_out);
+      // A hazard is compute-sanitizer's finding, which a run without it cannot see again.
+      again = runner->write_bundle(cases[i], bundle, false, bundle_out, r.sanitizer ? &r : nullptr);
     } catch (const std::exception& e) {
       leave_out(r, std::string("writing it failed: ") + e.what());
       continue;

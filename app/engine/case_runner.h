@@ -19,10 +19,10 @@ class CaseRunner {
   virtual ~CaseRunner() = default;
   // The case judged; `disable_layout_guard` in place of options().disable_layout_guard.
   virtual CaseResult run(const CaseSpec& spec, bool disable_layout_guard) = 0;
-  // write_repro_bundle in the runner's process; where that process was lost, the bundle without
-  // the kernel's outputs, holding the result that says how.
+  // write_repro_bundle in the runner's process, with `judged_in_run` where there is one; where
+  // that process was lost, the bundle without the kernel's outputs, holding the result that says how.
   virtual CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force,
-                                  CommandOutput& out) = 0;
+                                  CommandOutput& out, const CaseResult* judged_in_run = nullptr) = 0;
   virtual std::string backend_name() const = 0;
   virtual std::string device_description() const = 0;
   const RunOptions& options() const { return options_; }

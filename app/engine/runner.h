@@ -26,6 +26,12 @@ struct PhaseTimes {
   double report = 0;     // the case's rows printed (measured after them: in the JSON report only)
 };
 
+// What compute-sanitizer found in a case (run --sanitizer): the tool and its report's path.
+struct SanitizerFinding {
+  std::string tool;
+  std::string report;
+};
+
 struct CaseResult {
   std::string name;
   std::string location;
@@ -49,6 +55,7 @@ struct CaseResult {
   // Each property asked of the kernel (RunOptions::properties and the case's own checks), judged
   // only where the call itself passed; a property that fails makes the case fail.
   std::vector<PropertyResult> properties;
+  std::optional<SanitizerFinding> sanitizer;  // the hazard that made the case `hazard`
   double seconds = 0;
   PhaseTimes timings;
 };

@@ -103,6 +103,7 @@ json result_json(const CaseResult& r) {
                                {"disposition", to_string(p.disposition)},
                                {"detail", p.detail},
                                {"seconds", p.seconds}});
+  if (r.sanitizer) j["sanitizer"] = {{"tool", r.sanitizer->tool}, {"report", r.sanitizer->report}};
   return j;
 }
 
@@ -209,6 +210,9 @@ CaseResult result_from_json(const json& j) {
       out.seconds = p.at("seconds").get<double>();
     }
   }
+  if (const auto sanitizer = j.find("sanitizer"); sanitizer != j.end())
+    r.sanitizer =
+        SanitizerFinding{sanitizer->at("tool").get<std::string>(), sanitizer->at("report").get<std::string>()};
   // Reports written before error maps have none.
   if (const auto map = j.find("error_map"); map != j.end() && !map->is_null()) {
     ErrorMap& out = r.error_map.emplace();

@@ -19,9 +19,9 @@ class InProcessRunner final : public CaseRunner {
     options.disable_layout_guard = disable_layout_guard;
     return run_case(spec, *backend_, options);
   }
-  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force,
-                          CommandOutput& out) override {
-    return write_repro_bundle(spec, *backend_, options_, backend_options_, dir, force, out);
+  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force, CommandOutput& out,
+                          const CaseResult* judged_in_run) override {
+    return write_repro_bundle(spec, *backend_, options_, backend_options_, dir, force, out, judged_in_run);
   }
   std::string backend_name() const override { return backend_->name(); }
   std::string device_description() const override { return describe_device(backend_->device()); }

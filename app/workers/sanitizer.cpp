@@ -156,6 +156,7 @@ CaseResult with_sanitizer_verdict(CaseResult result, const std::string& tool, st
   result.detail = fmt::format("compute-sanitizer {}: {} (report: {}); without it the case was {}: {}", tool, what,
                               report_path.string(), to_string(result.disposition), result.detail);
   result.disposition = Disposition::hazard;
+  result.sanitizer = SanitizerFinding{tool, report_path.string()};
   return result;
 }
 

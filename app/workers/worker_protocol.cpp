@@ -38,12 +38,12 @@ json answer_request(const json& request, const std::vector<CaseSpec>& cases, con
   this_case.disable_layout_guard = request.at("disable_layout_guard").get<bool>();
   if (!request.contains("bundle")) return {{"result", result_json(run_case(spec, backend, this_case))}};
   const json& bundle = request.at("bundle");
-  std::optional<CaseResult> ended_elsewhere;
-  if (bundle.contains("ended_elsewhere")) ended_elsewhere = result_from_json(bundle.at("ended_elsewhere"));
+  std::optional<CaseResult> judged_in_run;
+  if (bundle.contains("judged_in_run")) judged_in_run = result_from_json(bundle.at("judged_in_run"));
   CommandOutput out;
   const CaseResult result =
       write_repro_bundle(spec, backend, this_case, backend_options, bundle.at("dir").get<std::string>(),
-                         bundle.at("force").get<bool>(), out, ended_elsewhere ? &*ended_elsewhere : nullptr);
+                         bundle.at("force").get<bool>(), out, judged_in_run ? &*judged_in_run : nullptr);
   return {{"result", result_json(result)}, {"text", out.text}, {"notes", out.notes}};
 }
 

@@ -3,7 +3,8 @@
 // {"fatal": why, "usage": bool} when it cannot make its backend. Then it answers each request:
 //  - {"index": i} runs cases[i];
 //  - {"case": ..., "file", "pointer", "disable_layout_guard"} runs that case, and with "bundle"
-//    ({"dir", "force", and "ended_elsewhere": the result of a run that took a worker down})
+//    ({"dir", "force", and "judged_in_run": the result of a run that took a worker down or found
+//    a compute-sanitizer hazard})
 //    writes its repro bundle;
 // with {"result", "restart"} ("text" and "notes" for a bundle), or {"error", "usage", "restart"}.
 // "restart" says the worker's CUDA context is lost: the tool starts a fresh worker.

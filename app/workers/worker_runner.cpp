@@ -50,15 +50,16 @@ class WorkerRunner final : public CaseRunner {
     return ask(spec, case_request(spec, disable_layout_guard), nullptr);
   }
 
-  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force,
-                          CommandOutput& out) override {
+  CaseResult write_bundle(const CaseSpec& spec, const std::filesystem::path& dir, bool force, CommandOutput& out,
+                          const CaseResult* judged_in_run) override {
     json request = case_request(spec, options_.disable_layout_guard);
     request["bundle"] = {{"dir", dir.string()}, {"force", force}};
+    if (judged_in_run) request["bundle"]["judged_in_run"] = result_json(*judged_in_run);
     const CaseResult result = ask(spec, request, &out);
     if (!lost_) return result;
     // The case took its worker down: a fresh one writes the bundle from that result, without
     // running the kernel again (the directory is already this command's).
-    request["bundle"] = {{"dir", dir.string()}, {"force", true}, {"ended_elsewhere", result_json(result)}};
+    request["bundle"] = {{"dir", dir.string()}, {"force", true}, {"judged_in_run", result_json(result)}};
     return ask(spec, request, &out);
   }
 

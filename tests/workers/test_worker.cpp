@@ -460,6 +460,42 @@ TEST_F(Sanitizer, AnErrorInItsReportIsTheHazardOfThatCaseAlone) {
   EXPECT_EQ(files, 3u);
 }
 
+// A hazard's bundle holds the report and replays under the same tool; writing it does not run the
+// kernel again (compute-sanitizer alone sees the hazard).
+TEST_F(Sanitizer, AHazardIsBundledWithItsReportAndReplaysUnderTheTool) {
+  setenv("FAKE_SANITIZER_HAZARD", "3", 1);
+  TempDir dir;
+  const auto reports = dir.path() / "reports", bundles = dir.path() / "repro";
+  std::vector<std::string> args = three_cases_;
+  args.insert(args.end(),
+              {"--sanitizer", "initcheck", "--sanitizer-reports", reports.string(), "--repro-dir", bundles.string()});
+  const BinaryRun run = run_binary(args);
+  EXPECT_EQ(run.exit_code, kExitUnmet) << run.output;
+  EXPECT_EQ(runs("count"), "3\n");
+  const json& hazard = run.report["cases"][2];
+  EXPECT_EQ(hazard["disposition"], "hazard");
+  EXPECT_EQ(hazard["sanitizer"],
+            (json{{"tool", "initcheck"}, {"report", (reports / "public-t1-b2-norm.txt").string()}}));
+  EXPECT_FALSE(run.report["cases"][0].contains("sanitizer"));
+
+  const json index = json::parse(read_file(bundles / "index.json"));
+  ASSERT_EQ(index["bundles"].size(), 1u) << run.output;
+  EXPECT_EQ(index["bundles"][0]["bundle_disposition"], "hazard");
+  const auto bundle = bundles / index["bundles"][0]["dir"].get<std::string>();
+  EXPECT_EQ(read_file(bundle / "compute-sanitizer-initcheck.txt"), read_file(reports / "public-t1-b2-norm.txt"));
+  const json recorded = json::parse(read_file(bundle / "result.json"));
+  EXPECT_EQ(recorded["disposition"], "hazard");
+  EXPECT_EQ(recorded["sanitizer"]["report"], "compute-sanitizer-initcheck.txt");
+  const std::string replay = read_file(bundle / "replay.sh");
+  EXPECT_NE(replay.find("run case.json --kernel " + plugin("ok") + " --sanitizer initcheck\n"), std::string::npos)
+      << replay;
+  EXPECT_EQ(replay.find("--inputs"), std::string::npos) << replay;
+  EXPECT_NE(read_file(bundle / "REPORT.md").find("`compute-sanitizer-initcheck.txt` is compute-sanitizer initcheck's"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(bundle / "outputs.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(bundle / "inputs.safetensors"));
+}
+
 // Without --sanitizer-reports the reports go to a new directory under $TMPDIR that keeps the
 // hazards' reports only, and is removed when there is none.
 TEST_F(Sanitizer, OnlyTheReportsOfHazardsAreKept) {

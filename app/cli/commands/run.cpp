@@ -203,8 +203,6 @@ CommandOptions add_run_command(CLI::App& app, RunArguments& args, CommonArgument
     if (args.in_process) throw UsageError("--sanitizer runs each case in a worker process; --in-process excludes it");
     if (!args.devices.empty()) throw UsageError("--sanitizer runs one case at a time; --devices excludes it");
     if (!args.inputs.empty()) throw UsageError("--sanitizer runs each case from its seed; --inputs excludes it");
-    if (!args.repro_dir.empty())
-      throw UsageError("--sanitizer names each hazard's report; --repro-dir bundles run without it and exclude it");
     if (common.backend.backend == "cpu")
       throw UsageError("--sanitizer checks what runs on a CUDA device; --backend cpu runs nothing there");
   });
