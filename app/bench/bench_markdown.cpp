@@ -9,7 +9,8 @@ std::string bench_markdown(const BenchResults& results) {
   std::string table = fmt::format(
       "Device {} ({}), H={}, delta and output norm on, no block write; copy bandwidth {:.2f} TB/s "
       "(2 GiB device-to-device, read+written bytes). Each time is the median over CUDA-graph replays of 20 launches "
-      "on rotating input sets (together > 4x L2). Same-bytes copy: a device-to-device copy reading "
+      "on rotating input sets (together > 4x L2), each replay queued behind a sleeping kernel so that the host's "
+      "cost of starting it is left out. Same-bytes copy: a device-to-device copy reading "
       "half of the point's bytes and writing the other half, timed the same way (the floor for "
       "those bytes at that size).\n\n",
       results.device, results.arch, results.hidden, copy / 1e12);
@@ -20,9 +21,9 @@ std::string bench_markdown(const BenchResults& results) {
   const bool with_kernel = !results.kernel.empty();
   if (with_kernel)
     table += fmt::format(
-        "Kernel under test (`{}`): timed the same way where its launch can be captured on the tool's stream, "
-        "otherwise with CUDA events around each launch on the default stream (host overhead included); the "
-        "`timed` column says which.\n\n",
+        "Kernel under test (`{}`): timed the same way, its 20 launches captured as its framework captures (a "
+        "Python kernel under torch.cuda.graph), where they can be captured; otherwise with CUDA events around each "
+        "launch on the default stream (host overhead included); the `timed` column says which.\n\n",
         results.kernel);
   table += "| T | blocks | MB moved | same-bytes copy µs | native plan | native µs | native TB/s | native % copy |";
   table += results.pdl ? " native PDL µs |" : "";

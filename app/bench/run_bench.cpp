@@ -41,21 +41,22 @@ std::unique_ptr<KernelEntry> kernel_under_test(const BackendOptions& options) {
   return entry;
 }
 
-// Checked, then timed by graph replays; a kernel that will not run on the tool's stream or in a
-// graph (the torch and Python bridges) is timed with events instead, and one that refuses is
-// recorded with its message.
+// Checked, then timed by replays of a graph of kLaunchesPerGraph calls captured as its framework
+// captures (a Python kernel under torch.cuda.graph); a kernel that cannot be captured is timed
+// with events instead, and one that refuses is recorded with its message.
 Measurement measure_external(InputSets& sets, const DeviceBuffer<double>& reference,
                              const std::vector<bf16_bits>& pristine, int repeats, cudaStream_t stream,
-                             const Launcher& launch) {
+                             KernelEntry& entry) {
+  const Launcher launch = [&entry](const AttnResArgs& a, cudaStream_t s) { entry.launch(a, LaunchOptions{}, s); };
   Measurement m;
   try {
     m.check = check_kernel(sets, reference, pristine, launch);
+    std::vector<AttnResArgs> calls;
+    for (int i = 0; i < kLaunchesPerGraph; ++i) calls.push_back(sets.args(i % sets.count));
     try {
-      m.median_ms = time_kernel(sets, repeats, stream, launch);
-    } catch (const KernelFailure&) {  // refuses the tool's stream
-      m.timed = "events";
-    } catch (const CudaError& e) {  // not capturable
-      if (e.context_lost()) throw;
+      const std::unique_ptr<CapturedCall> captured = entry.capture(calls, LaunchOptions{}, stream);
+      m.median_ms = time_replays(repeats, kLaunchesPerGraph, stream, [&](cudaStream_t s) { captured->replay(s); });
+    } catch (const GraphCaptureError&) {
       m.timed = "events";
     }
   } catch (const KernelRejection& e) {
@@ -155,9 +156,7 @@ BenchResults run_bench(const BenchRequest& request, const BackendOptions& kernel
         if (const auto cannot = under_test->cannot_implement(shape, a0.strides, device))
           kernel.not_run = cannot->reason;
         else
-          kernel.measured = measure_external(
-              sets, reference, pristine, request.repeats, stream.get(),
-              [&](const AttnResArgs& a, cudaStream_t s) { under_test->launch(a, LaunchOptions{}, s); });
+          kernel.measured = measure_external(sets, reference, pristine, request.repeats, stream.get(), *under_test);
       }
       results.points.push_back(std::move(point));
     }

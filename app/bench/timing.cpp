@@ -56,19 +56,28 @@ double time_graph_replays(int repeats, cudaStream_t stream, const std::function<
   const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   ATTNRES_CUDA_CHECK(instantiated);
-  Events events;
-  std::vector<double> ms;
-  const int replays = std::max(5, repeats / kLaunchesPerGraph);
+  double ms = 0;
   try {
-    ATTNRES_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
-    for (int i = 0; i < replays; ++i)
-      ms.push_back(events.time_ms(stream, [&] { ATTNRES_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) /
-                   kLaunchesPerGraph);
+    ms = time_replays(repeats, kLaunchesPerGraph, stream,
+                      [exec](cudaStream_t s) { ATTNRES_CUDA_CHECK(cudaGraphLaunch(exec, s)); });
   } catch (...) {
     cudaGraphExecDestroy(exec);
     throw;
   }
   cudaGraphExecDestroy(exec);
+  return ms;
+}
+
+double time_replays(int repeats, int launches, cudaStream_t stream, const std::function<void(cudaStream_t)>& replay) {
+  // Longer than a Python call takes to start a torch graph's replay.
+  constexpr unsigned kHoldMicroseconds = 500;
+  Events events;
+  std::vector<double> ms;
+  replay(stream);  // warm-up
+  for (int i = 0, replays = std::max(5, repeats / launches); i < replays; ++i) {
+    hold_stream(stream, kHoldMicroseconds);
+    ms.push_back(events.time_ms(stream, [&] { replay(stream); }) / launches);
+  }
   return median(ms);
 }
 

@@ -49,6 +49,15 @@ double median(std::vector<double> values);
 // Bytes read plus written per second by a device-to-device copy of 2 GiB, median of 20.
 double copy_bandwidth(Events& events);
 
+// Puts a kernel on `stream` that sleeps about `microseconds` (as nvbench's blocking kernel): what
+// the host queues behind it meanwhile then runs back to back, without the host's pace in it.
+void hold_stream(cudaStream_t stream, unsigned microseconds);
+
+// Median milliseconds of one launch where `replay` puts `launches` of them on `stream` (a graph):
+// each replay queued behind hold_stream and timed with events around it, so that the host's cost
+// of starting it (a cudaGraphLaunch, or a Python call) stays out of the number.
+double time_replays(int repeats, int launches, cudaStream_t stream, const std::function<void(cudaStream_t)>& replay);
+
 // Median milliseconds of one launch: `enqueue(i, stream)` puts the i-th launch on the stream;
 // kLaunchesPerGraph of them are captured into a CUDA graph, which is replayed, so host launch
 // overhead stays out of the numbers even where one launch takes a few microseconds.

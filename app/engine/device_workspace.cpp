@@ -179,7 +179,7 @@ class DeviceWorkspace : public CaseWorkspace {
       SideStream side;
       std::unique_ptr<CapturedCall> captured;
       try {
-        captured = kernel.capture(args(), options, side.stream);
+        captured = kernel.capture({args()}, options, side.stream);
       } catch (const GraphCaptureError& e) {
         if (e.leaves_process_unusable()) usable_ = false;  // a worker is replaced before the next case
         throw;

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define ATTNRES_BRIDGE_ABI_VERSION 3u
+#define ATTNRES_BRIDGE_ABI_VERSION 4u
 
 /* launch's result besides ATTNRES_KERNEL_OK, _REFUSED and _FAILED: the kernel ran, but what it
  * returned is not the output ([T, H] bf16 on the operands' device); the case is failed. */
@@ -49,10 +49,12 @@ typedef struct AttnResBridge {
   /* Runs the kernel: ATTNRES_KERNEL_OK, ATTNRES_KERNEL_REFUSED (the kernel's own refusal),
    * ATTNRES_KERNEL_FAILED or ATTNRES_BRIDGE_WRONG_RESULT, with texts in `report`. */
   int (*launch)(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* report);
-  /* Records the call into a CUDA graph on call->stream the way the kernel's framework captures
-   * (torch.cuda.graph): ATTNRES_KERNEL_OK with *graph set, or ATTNRES_KERNEL_FAILED with why it
-   * cannot be captured in `report`. NULL: the tool captures call->stream around launch. */
-  int (*capture)(void* handle, const AttnResKernelCall* call, void** graph, AttnResBridgeReport* report);
+  /* Records the `count` calls, in order, into one CUDA graph on calls[0].stream the way the
+   * kernel's framework captures (torch.cuda.graph): ATTNRES_KERNEL_OK with *graph set, or
+   * ATTNRES_KERNEL_FAILED with why they cannot be captured in `report`. NULL: the tool captures
+   * the stream around the launches. */
+  int (*capture)(void* handle, const AttnResKernelCall* calls, size_t count, void** graph,
+                 AttnResBridgeReport* report);
   /* Replays a captured graph on `stream`: ATTNRES_KERNEL_OK or ATTNRES_KERNEL_FAILED. */
   int (*replay)(void* handle, void* graph, void* stream, AttnResBridgeReport* report);
   void (*release)(void* handle, void* graph);

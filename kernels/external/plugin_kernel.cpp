@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include <attnres/kernel_abi.h>
@@ -203,14 +204,20 @@ class BridgeKernel : public KernelEntry {
     if (place_ == OperandPlace::cuda_device) ATTNRES_CHECK_LAUNCH("bridged kernel");
   }
 
-  std::unique_ptr<CapturedCall> capture(const AttnResArgs& a, const LaunchOptions& options,
+  std::unique_ptr<CapturedCall> capture(const std::vector<AttnResArgs>& calls, const LaunchOptions& options,
                                         cudaStream_t stream) override {
-    if (!bridge_->capture) return KernelEntry::capture(a, options, stream);
-    DlpackCall dlpack(a, dlpack_device(place_));
-    dlpack.get().stream = stream;
+    if (!bridge_->capture) return KernelEntry::capture(calls, options, stream);
+    // The operands' descriptions stay where they are made while the bridge reads them.
+    std::vector<std::unique_ptr<DlpackCall>> described;
+    std::vector<AttnResKernelCall> dlpack;
+    for (const AttnResArgs& a : calls) {
+      described.push_back(std::make_unique<DlpackCall>(a, dlpack_device(place_)));
+      dlpack.push_back(described.back()->get());
+      dlpack.back().stream = stream;
+    }
     BridgeTexts texts;
     void* graph = nullptr;
-    if (bridge_->capture(handle_, &dlpack.get(), &graph, &texts.report) != ATTNRES_KERNEL_OK || !graph) {
+    if (bridge_->capture(handle_, dlpack.data(), dlpack.size(), &graph, &texts.report) != ATTNRES_KERNEL_OK || !graph) {
       cudaGetLastError();  // a failed capture's error is not sticky: later calls must not see it
       throw GraphCaptureError(texts.error_and_detail(), true);
     }

@@ -35,11 +35,11 @@ std::string abandon_capture(cudaStream_t stream) {
 
 }  // namespace
 
-std::unique_ptr<CapturedCall> KernelEntry::capture(const AttnResArgs& args, const LaunchOptions& options,
+std::unique_ptr<CapturedCall> KernelEntry::capture(const std::vector<AttnResArgs>& calls, const LaunchOptions& options,
                                                    cudaStream_t stream) {
   ATTNRES_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   try {
-    launch(args, options, stream);
+    for (const AttnResArgs& args : calls) launch(args, options, stream);
   } catch (const KernelRejection&) {
     abandon_capture(stream);
     throw;

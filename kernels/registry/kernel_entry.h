@@ -58,10 +58,11 @@ class KernelEntry {
   // Runs on `args`, whose pointers are where operands() says. Throws KernelRejection when the
   // kernel refuses, KernelFailure or CudaError when it fails.
   virtual void launch(const AttnResArgs& args, const LaunchOptions& options, cudaStream_t stream) = 0;
-  // The call captured into a CUDA graph on `stream` (non-blocking, not capturing yet), as the
-  // kernel's framework captures: by default, the stream captured (global mode) around launch.
-  // Throws GraphCaptureError when it cannot be captured, KernelRejection when it refuses.
-  virtual std::unique_ptr<CapturedCall> capture(const AttnResArgs& args, const LaunchOptions& options,
+  // The calls, in order, captured into one CUDA graph on `stream` (non-blocking, not capturing
+  // yet), as the kernel's framework captures: by default, the stream captured (global mode)
+  // around the launches. Throws GraphCaptureError when they cannot be captured, KernelRejection
+  // when the kernel refuses.
+  virtual std::unique_ptr<CapturedCall> capture(const std::vector<AttnResArgs>& calls, const LaunchOptions& options,
                                                 cudaStream_t stream);
 };
 

@@ -103,8 +103,8 @@ TEST(BenchPrinters, CsvHasOneRowPerPointWithEmptyCellsWhereNothingWasTimed) {  /
 TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
   testing::TempDir dir;
   const std::string json_path = (dir.path() / "bench.json").string();
-  testing::run_cli({"bench", "--tokens", "5", "--blocks", "3", "--hidden", "1024", "--repeats", "3", "--native-plans", "--pdl",
-           "--json", json_path});
+  testing::run_cli({"bench", "--tokens", "5", "--blocks", "3", "--hidden", "1024", "--repeats", "3", "--native-plans",
+                    "--pdl", "--json", json_path});
   const nlohmann::json point = nlohmann::json::parse(testing::read_file(json_path))["points"].at(0);
   std::vector<std::string> checks{point["portable"]["check"].get<std::string>()};
   if (native_here()) {
@@ -124,6 +124,33 @@ TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
   const double copy_us = point["same_bytes_copy_us"].get<double>();
   EXPECT_GT(copy_us, 0.0);
   EXPECT_LT(copy_us, point["portable"]["median_us"].get<double>());
+}
+
+// bench --kernel times an external kernel as it times the built-ins, by graph replay, where its
+// calls can be captured as its framework captures them: a C ABI kernel, and a Triton kernel under
+// torch.cuda.graph (both its paths: below 256 tokens and from 256 on). A kernel that reads the
+// weights on the host cannot be captured, and is timed with events.
+TEST_F(Gpu, BenchTimesExternalKernelsByGraphReplayWhereTheyCanBeCaptured) {
+  const std::vector<std::pair<std::string, std::string>> kernels{
+      {cuda_plugin("ok"), "graph"},
+      {"python:attnres_python_test:attn_res_triton_peer", "graph"},
+      {"python:attnres_python_test:attn_res_checks_on_host", "events"}};
+  for (const auto& [kernel, timed] : kernels) {
+    if (kernel.rfind("python:", 0) == 0 && !ATTNRES_HAVE_PYTHON_BRIDGE) continue;
+    const BinaryRun run = run_binary({"bench", "--tokens", "5", "--tokens", "300", "--blocks", "3", "--hidden", "1024",
+                                      "--repeats", "20", "--kernel", kernel});
+    ASSERT_EQ(run.exit_code, kExitOk) << kernel << run.output;
+    ASSERT_EQ(run.report["points"].size(), 2u) << kernel << run.output;
+    for (const auto& point : run.report["points"]) {
+      const nlohmann::json& measured = point["kernel"];
+      double max_abs = -1;
+      ASSERT_EQ(std::sscanf(measured["check"].get<std::string>().c_str(), "ok (max-abs %lf)", &max_abs), 1)
+          << kernel << measured;
+      EXPECT_LT(max_abs, 0.08) << kernel << measured;
+      EXPECT_EQ(measured["timed"], timed) << kernel << measured;
+      EXPECT_GT(measured["median_us"].get<double>(), 0.0) << kernel << measured;
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,11 @@ vLLM's signature (positional, returns the output):
   attn_res_eager_hardcoded  torch eager with the seed bug: prefix and delta rows read H apart
   attn_res_triton           a Triton kernel, one program per row, with the same packed-row check
   attn_res_triton_any_stride  the same Triton kernel on every stride
+  attn_res_triton_peer      a Triton kernel of another design, on every stride, for bench to time
+                            the native kernel against: one program per row; below 256 tokens all
+                            the sources in one tile, softmax in one pass with exp2, 8 warps; from
+                            256 on, one source at a time, online softmax, a 2-stage pipelined
+                            source loop, 4 warps
   attn_res_wrong_dtype      returns float32: the bridge must call it a wrong result
   attn_res_import_vllm      imports vLLM's custom ops, as vLLM's dispatch does: ImportError here
   attn_res_without_op_check calls torch.ops._C.kimi_k3_attn_res without asking whether it exists,
@@ -258,4 +263,111 @@ def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, ou
                    delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1), hidden, num_blocks,
                    block_write_idx, eps, output_norm_eps, HAS_DELTA=delta is not None,
                    HAS_NORM=output_norm_weight is not None, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    return out
+
+
+_peer_kernels = None
+
+
+def _triton_peer_kernels():
+    global _peer_kernels
+    if _peer_kernels is not None:
+        return _peer_kernels
+    import triton
+    import triton.language as tl
+
+    LOG2E = 1.4426950408889634
+
+    @triton.jit
+    def residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride, block_stride,
+                 block_write_idx, HAS_DELTA: tl.constexpr):
+        p = tl.load(prefix + t * prefix_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_DELTA:
+            p += tl.load(delta + t * delta_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        p_bf16 = p.to(tl.bfloat16)
+        tl.store(prefix + t * prefix_stride + cols, p_bf16, mask=mask)
+        if block_write_idx >= 0:
+            tl.store(blocks + t * block_token_stride + block_write_idx * block_stride + cols, p_bf16, mask=mask)
+        return p_bf16.to(tl.float32)
+
+    @triton.jit
+    def finish(mixed, output_norm_weight, out, t, cols, mask, hidden, output_norm_eps, HAS_NORM: tl.constexpr):
+        if HAS_NORM:
+            mixed = mixed * tl.rsqrt(tl.sum(mixed * mixed) / hidden + output_norm_eps) * \
+                tl.load(output_norm_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out + t * hidden + cols, mixed.to(tl.bfloat16), mask=mask)
+
+    @triton.jit
+    def all_sources(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, prefix_stride,
+                    delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
+                    output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr,
+                    BLOCK_L: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < hidden
+        p = residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                     block_stride, block_write_idx, HAS_DELTA)
+        sources = tl.arange(0, BLOCK_L)
+        v = tl.load(blocks + t * block_token_stride + sources[:, None] * block_stride + cols[None, :],
+                    mask=(sources[:, None] < num_blocks) & mask[None, :], other=0.0).to(tl.float32)
+        # The block written this call is p: read back from registers, not from memory just stored.
+        is_p = (sources == num_blocks) | (sources == block_write_idx)
+        v = tl.where(is_p[:, None], p[None, :], v)
+        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
+            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        logits = tl.sum(v * gate[None, :], axis=1) * tl.rsqrt(tl.sum(v * v, axis=1) / hidden + eps)
+        logits = tl.where(sources <= num_blocks, logits, float("-inf"))
+        weights = tl.exp2((logits - tl.max(logits, axis=0)) * LOG2E)
+        weights = weights / tl.sum(weights, axis=0)
+        finish(tl.sum(weights[:, None] * v, axis=0), output_norm_weight, out, t, cols, mask, hidden, output_norm_eps,
+               HAS_NORM)
+
+    @triton.jit
+    def source_loop(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, prefix_stride,
+                    delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
+                    output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < hidden
+        p = residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                     block_stride, block_write_idx, HAS_DELTA)
+        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
+            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        running_max = tl.full((), float("-inf"), tl.float32)
+        total = tl.zeros((), tl.float32)
+        acc = tl.zeros((BLOCK_H,), tl.float32)
+        for s in tl.range(0, num_blocks + 1, num_stages=2):
+            v = tl.load(blocks + t * block_token_stride + s * block_stride + cols, mask=mask & (s < num_blocks),
+                        other=0.0).to(tl.float32)
+            v = tl.where((s == num_blocks) | (s == block_write_idx), p, v)
+            logit = tl.sum(v * gate) * tl.rsqrt(tl.sum(v * v) / hidden + eps)
+            new_max = tl.maximum(running_max, logit)
+            rescale = tl.exp2((running_max - new_max) * LOG2E)
+            weight = tl.exp2((logit - new_max) * LOG2E)
+            acc = acc * rescale + weight * v
+            total = total * rescale + weight
+            running_max = new_max
+        finish(acc / total, output_norm_weight, out, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
+
+    _peer_kernels = (all_sources, source_loop, triton.next_power_of_2)
+    return _peer_kernels
+
+
+def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                         block_write_idx, eps, output_norm_eps):
+    all_sources, source_loop, next_power_of_2 = _triton_peer_kernels()
+    tokens, hidden = prefix.shape
+    out = torch.empty((tokens, hidden), dtype=torch.bfloat16, device=prefix.device)
+    if tokens == 0:
+        return out
+    operands = (prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
+                output_norm_weight if output_norm_weight is not None else norm_weight, out, prefix.stride(0),
+                delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1), hidden, num_blocks,
+                block_write_idx, eps, output_norm_eps)
+    flags = dict(HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
+                 BLOCK_H=next_power_of_2(hidden))
+    if tokens < 256:
+        all_sources[(tokens,)](*operands, **flags, BLOCK_L=next_power_of_2(num_blocks + 1), num_warps=8)
+    else:
+        source_loop[(tokens,)](*operands, **flags, num_warps=4)
     return out

@@ -42,27 +42,29 @@ def bind_or_why(function, signature):
     return binding, binding.limits()
 
 
-def call(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, stream):
+def call(binding, arguments, stream):
     """The call on torch's current stream, made the CUDA stream `stream` where it is not 0."""
     if not stream:
-        return call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
+        return call_here(binding, *arguments)
     with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
-        return call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
+        return call_here(binding, *arguments)
 
 
 # Graphs captured and not yet released, by key: they hold the memory torch gave them.
 graphs = {}
 
 
-def capture(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, stream):
-    """The call recorded under torch.cuda.graph on the CUDA stream `stream`; the graph's key. The
-    kernel's own error while capturing is raised, not the one ending the broken capture gives."""
+def capture(binding, calls, stream):
+    """The calls, in order, recorded under one torch.cuda.graph on the CUDA stream `stream`; the
+    graph's key. The kernel's own error while capturing is raised, not the one ending the broken
+    capture gives."""
     graph = torch.cuda.CUDAGraph()
     failure = None
     try:
         with torch.cuda.graph(graph, stream=torch.cuda.ExternalStream(stream)):
             try:
-                call_here(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps)
+                for arguments in calls:
+                    call_here(binding, *arguments)
             except Exception as error:
                 failure = error
     except Exception:
@@ -376,25 +378,33 @@ PyObject* capsule_of(const DLTensor* tensor) {
   return capsule;
 }
 
-// glue(binding, capsules, num_blocks, block_write_idx, eps, output_norm_eps, stream) for one of
-// the glue's call and capture, with the GIL held; a new reference, or nullptr with the error pending.
-PyObject* call_glue(PyObject* glue, const PythonKernel& kernel, const AttnResKernelCall* call) {
+// The glue's arguments for one call, (capsules, num_blocks, block_write_idx, eps,
+// output_norm_eps), with the GIL held; a new reference, or nullptr with the error pending.
+PyObject* call_arguments(const AttnResKernelCall& call) {
   PyObject* capsules = PyTuple_New(7);
-  const DLTensor* operands[7] = {call->prefix,      call->delta,     call->blocks,
-                                 call->norm_weight, call->qk_weight, call->output_norm_weight,
-                                 call->output};
+  const DLTensor* operands[7] = {
+      call.prefix, call.delta, call.blocks, call.norm_weight, call.qk_weight, call.output_norm_weight, call.output};
   bool built = capsules != nullptr;
   for (int i = 0; built && i < 7; ++i) {
     PyObject* capsule = capsule_of(operands[i]);
     built = capsule != nullptr;
     if (built) PyTuple_SET_ITEM(capsules, i, capsule);  // steals the reference
   }
-  PyObject* result =
-      built ? PyObject_CallFunction(glue, "OOLLddK", kernel.binding, capsules, static_cast<long long>(call->num_blocks),
-                                    static_cast<long long>(call->block_write_idx), call->eps, call->output_norm_eps,
-                                    static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(call->stream)))
+  PyObject* arguments =
+      built ? Py_BuildValue("OLLdd", capsules, static_cast<long long>(call.num_blocks),
+                            static_cast<long long>(call.block_write_idx), call.eps, call.output_norm_eps)
             : nullptr;
   Py_XDECREF(capsules);
+  return arguments;
+}
+
+// glue(binding, what, stream) for the glue's call (`what`: one call's arguments) and capture (a
+// list of them), with the GIL held; a new reference, or nullptr with the error pending.
+PyObject* call_glue(PyObject* glue, const PythonKernel& kernel, PyObject* what, void* stream) {
+  if (!what) return nullptr;
+  PyObject* result = PyObject_CallFunction(glue, "OOK", kernel.binding, what,
+                                           static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(stream)));
+  Py_DECREF(what);
   return result;
 }
 
@@ -402,7 +412,7 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
   const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
   // Python code launches on torch's current stream: the glue makes the call's stream current.
   Gil gil;
-  PyObject* result = call_glue(kernel.glue_call, kernel, call);
+  PyObject* result = call_glue(kernel.glue_call, kernel, call_arguments(*call), call->stream);
   if (result) {
     Py_DECREF(result);
     return ATTNRES_KERNEL_OK;
@@ -421,12 +431,21 @@ int launch(void* handle, const AttnResKernelCall* call, AttnResBridgeReport* rep
   return status;
 }
 
-// The call under torch.cuda.graph, so that what torch allocates while capturing comes from the
+// The calls under torch.cuda.graph, so that what torch allocates while capturing comes from the
 // graph's own pool. Any error while capturing is a capture failure, a refusal too.
-int capture(void* handle, const AttnResKernelCall* call, void** graph, AttnResBridgeReport* report) {
+int capture(void* handle, const AttnResKernelCall* calls, size_t count, void** graph, AttnResBridgeReport* report) {
   const PythonKernel& kernel = *static_cast<const PythonKernel*>(handle);
   Gil gil;
-  PyObject* key = call_glue(kernel.glue_capture, kernel, call);
+  PyObject* list = count > 0 ? PyList_New(Py_ssize_t(count)) : nullptr;
+  for (size_t i = 0; list && i < count; ++i) {
+    PyObject* arguments = call_arguments(calls[i]);
+    if (!arguments)
+      Py_CLEAR(list);
+    else
+      PyList_SET_ITEM(list, Py_ssize_t(i), arguments);  // steals the reference
+  }
+  if (!list && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "no calls to capture");
+  PyObject* key = call_glue(kernel.glue_capture, kernel, list, count > 0 ? calls[0].stream : nullptr);
   if (!key) return report_failure(report);
   *graph = key;  // the reference is released with the graph
   return ATTNRES_KERNEL_OK;
