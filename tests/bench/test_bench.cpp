@@ -131,14 +131,21 @@ TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
 // torch.cuda.graph (both its paths: below 256 tokens and from 256 on). A kernel that reads the
 // weights on the host cannot be captured, and is timed with events.
 TEST_F(Gpu, BenchTimesExternalKernelsByGraphReplayWhereTheyCanBeCaptured) {
-  const std::vector<std::pair<std::string, std::string>> kernels{
-      {cuda_plugin("ok"), "graph"},
-      {"python:attnres_python_test:attn_res_triton_peer", "graph"},
-      {"python:attnres_python_test:attn_res_checks_on_host", "events"}};
-  for (const auto& [kernel, timed] : kernels) {
+  struct Timed {
+    std::vector<std::string> kernel;
+    std::string timed;
+  };
+  const std::vector<Timed> kernels{
+      {{cuda_plugin("ok")}, "graph"},
+      {{"python:attnres_python_test:attn_res_triton_peer", "--signature", "flashinfer"}, "graph"},
+      {{"python:attnres_python_test:attn_res_checks_on_host"}, "events"}};
+  for (const auto& [kernel_args, timed] : kernels) {
+    const std::string& kernel = kernel_args.front();
     if (kernel.rfind("python:", 0) == 0 && !ATTNRES_HAVE_PYTHON_BRIDGE) continue;
-    const BinaryRun run = run_binary({"bench", "--tokens", "5", "--tokens", "300", "--blocks", "3", "--hidden", "1024",
-                                      "--repeats", "20", "--kernel", kernel});
+    std::vector<std::string> args{"bench", "--tokens", "5",    "--tokens",  "300", "--blocks",
+                                  "3",     "--hidden", "1024", "--repeats", "20",  "--kernel"};
+    args.insert(args.end(), kernel_args.begin(), kernel_args.end());
+    const BinaryRun run = run_binary(args);
     ASSERT_EQ(run.exit_code, kExitOk) << kernel << run.output;
     ASSERT_EQ(run.report["points"].size(), 2u) << kernel << run.output;
     for (const auto& point : run.report["points"]) {

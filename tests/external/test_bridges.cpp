@@ -421,7 +421,8 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
   for (const auto& [function, preset] :
        {std::pair<std::string, std::string>{"attn_res_triton_any_stride", "vllm-dispatch"},
         {"attn_res_eager_any_stride", "vllm-dispatch"},
-        {"attn_res_flashinfer", "flashinfer"}}) {
+        {"attn_res_flashinfer", "flashinfer"},
+        {"attn_res_triton_peer", "flashinfer"}}) {
     std::vector<std::string> args{"run",       testing::source_path("cases"),
                                   "--kernel",  "python:attnres_python_test:" + function,
                                   "--profile", preset};

@@ -9,11 +9,6 @@ vLLM's signature (positional, returns the output):
   attn_res_eager_hardcoded  torch eager with the seed bug: prefix and delta rows read H apart
   attn_res_triton           a Triton kernel, one program per row, with the same packed-row check
   attn_res_triton_any_stride  the same Triton kernel on every stride
-  attn_res_triton_peer      a Triton kernel of another design, on every stride, for bench to time
-                            the native kernel against: one program per row; below 256 tokens all
-                            the sources in one tile, softmax in one pass with exp2, 8 warps; from
-                            256 on, one source at a time, online softmax, a 2-stage pipelined
-                            source loop, 4 warps
   attn_res_wrong_dtype      returns float32: the bridge must call it a wrong result
   attn_res_import_vllm      imports vLLM's custom ops, as vLLM's dispatch does: ImportError here
   attn_res_without_op_check calls torch.ops._C.kimi_k3_attn_res without asking whether it exists,
@@ -28,6 +23,12 @@ vLLM's signature (positional, returns the output):
                             row of the batch makes every row NaN
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager on every stride, the output's too (as FlashInfer's API)
+  attn_res_triton_peer      a Triton kernel of another design, on every stride, for bench to time
+                            the native kernel against (writing into out=, it pays for no copy of a
+                            returned output): one program per row; below 256 tokens all the
+                            sources in one tile, softmax in one pass with exp2, 8 warps; from 256
+                            on, one source at a time, online softmax, a 2-stage pipelined source
+                            loop, 4 warps
 Other signatures, bound by name (--signature auto):
   kimi_k3_attn_res          a third-party entry point: the contract's operands under other names
                             (prefix_sum, block_residual, projection_weight), in another order,
@@ -266,21 +267,18 @@ def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, ou
     return out
 
 
-_peer_kernels = None
-
-
-def _triton_peer_kernels():
-    global _peer_kernels
-    if _peer_kernels is not None:
-        return _peer_kernels
+try:  # the Triton kernels are defined where Triton is installed (not on a CPU-only machine)
     import triton
     import triton.language as tl
+except ImportError:
+    triton = None
 
-    LOG2E = 1.4426950408889634
+if triton is not None:
+    # Below, exp(x) is exp2(x * log2(e)).
 
     @triton.jit
-    def residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride, block_stride,
-                 block_write_idx, HAS_DELTA: tl.constexpr):
+    def _peer_residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                       block_stride, block_write_idx, HAS_DELTA: tl.constexpr):
         p = tl.load(prefix + t * prefix_stride + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_DELTA:
             p += tl.load(delta + t * delta_stride + cols, mask=mask, other=0.0).to(tl.float32)
@@ -291,46 +289,48 @@ def _triton_peer_kernels():
         return p_bf16.to(tl.float32)
 
     @triton.jit
-    def finish(mixed, output_norm_weight, out, t, cols, mask, hidden, output_norm_eps, HAS_NORM: tl.constexpr):
+    def _peer_finish(mixed, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps,
+                     HAS_NORM: tl.constexpr):
         if HAS_NORM:
             mixed = mixed * tl.rsqrt(tl.sum(mixed * mixed) / hidden + output_norm_eps) * \
                 tl.load(output_norm_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out + t * hidden + cols, mixed.to(tl.bfloat16), mask=mask)
+        tl.store(out + t * out_stride + cols, mixed.to(tl.bfloat16), mask=mask)
 
     @triton.jit
-    def all_sources(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, prefix_stride,
-                    delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
-                    output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr,
-                    BLOCK_L: tl.constexpr):
+    def _peer_all_sources(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride,
+                          prefix_stride, delta_stride, block_token_stride, block_stride, hidden, num_blocks,
+                          block_write_idx, eps, output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr,
+                          BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
         t = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK_H)
         mask = cols < hidden
-        p = residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
-                     block_stride, block_write_idx, HAS_DELTA)
+        p = _peer_residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                           block_stride, block_write_idx, HAS_DELTA)
         sources = tl.arange(0, BLOCK_L)
         v = tl.load(blocks + t * block_token_stride + sources[:, None] * block_stride + cols[None, :],
                     mask=(sources[:, None] < num_blocks) & mask[None, :], other=0.0).to(tl.float32)
-        # The block written this call is p: read back from registers, not from memory just stored.
+        # The block written this call is p: taken from registers, not read back from memory just stored.
         is_p = (sources == num_blocks) | (sources == block_write_idx)
         v = tl.where(is_p[:, None], p[None, :], v)
         gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
             tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
         logits = tl.sum(v * gate[None, :], axis=1) * tl.rsqrt(tl.sum(v * v, axis=1) / hidden + eps)
         logits = tl.where(sources <= num_blocks, logits, float("-inf"))
-        weights = tl.exp2((logits - tl.max(logits, axis=0)) * LOG2E)
+        weights = tl.exp2((logits - tl.max(logits, axis=0)) * 1.4426950408889634)
         weights = weights / tl.sum(weights, axis=0)
-        finish(tl.sum(weights[:, None] * v, axis=0), output_norm_weight, out, t, cols, mask, hidden, output_norm_eps,
-               HAS_NORM)
+        _peer_finish(tl.sum(weights[:, None] * v, axis=0), output_norm_weight, out, out_stride, t, cols, mask, hidden,
+                     output_norm_eps, HAS_NORM)
 
     @triton.jit
-    def source_loop(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, prefix_stride,
-                    delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
-                    output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr):
+    def _peer_source_loop(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride,
+                          prefix_stride, delta_stride, block_token_stride, block_stride, hidden, num_blocks,
+                          block_write_idx, eps, output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr,
+                          BLOCK_H: tl.constexpr):
         t = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK_H)
         mask = cols < hidden
-        p = residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
-                     block_stride, block_write_idx, HAS_DELTA)
+        p = _peer_residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                           block_stride, block_write_idx, HAS_DELTA)
         gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
             tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
         running_max = tl.full((), float("-inf"), tl.float32)
@@ -342,32 +342,27 @@ def _triton_peer_kernels():
             v = tl.where((s == num_blocks) | (s == block_write_idx), p, v)
             logit = tl.sum(v * gate) * tl.rsqrt(tl.sum(v * v) / hidden + eps)
             new_max = tl.maximum(running_max, logit)
-            rescale = tl.exp2((running_max - new_max) * LOG2E)
-            weight = tl.exp2((logit - new_max) * LOG2E)
+            rescale = tl.exp2((running_max - new_max) * 1.4426950408889634)
+            weight = tl.exp2((logit - new_max) * 1.4426950408889634)
             acc = acc * rescale + weight * v
             total = total * rescale + weight
             running_max = new_max
-        finish(acc / total, output_norm_weight, out, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
-
-    _peer_kernels = (all_sources, source_loop, triton.next_power_of_2)
-    return _peer_kernels
+        _peer_finish(acc / total, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps,
+                     HAS_NORM)
 
 
-def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
-                         block_write_idx, eps, output_norm_eps):
-    all_sources, source_loop, next_power_of_2 = _triton_peer_kernels()
+def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
+                         block_write_idx, eps, output_norm_eps, out):
     tokens, hidden = prefix.shape
-    out = torch.empty((tokens, hidden), dtype=torch.bfloat16, device=prefix.device)
     if tokens == 0:
-        return out
+        return
     operands = (prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
-                output_norm_weight if output_norm_weight is not None else norm_weight, out, prefix.stride(0),
-                delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1), hidden, num_blocks,
-                block_write_idx, eps, output_norm_eps)
+                output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
+                prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1),
+                hidden, num_blocks, block_write_idx, eps, output_norm_eps)
     flags = dict(HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
-                 BLOCK_H=next_power_of_2(hidden))
+                 BLOCK_H=triton.next_power_of_2(hidden))
     if tokens < 256:
-        all_sources[(tokens,)](*operands, **flags, BLOCK_L=next_power_of_2(num_blocks + 1), num_warps=8)
+        _peer_all_sources[(tokens,)](*operands, **flags, BLOCK_L=triton.next_power_of_2(num_blocks + 1), num_warps=8)
     else:
-        source_loop[(tokens,)](*operands, **flags, num_warps=4)
-    return out
+        _peer_source_loop[(tokens,)](*operands, **flags, num_warps=4)
