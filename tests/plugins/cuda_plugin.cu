@@ -180,9 +180,10 @@ __global__ void late_write_kernel(DLTensor output, long long tokens, long long h
 #if defined(ATTNRES_PLUGIN_CUDA_READS_PAST_SCRATCH)
 constexpr int kScratchFloats = 64;
 
+// A volatile load: ptxas drops a plain one whose value is never used.
 __global__ void stray_read_kernel(const float* scratch) {
   float ignored;
-  asm volatile("ld.global.f32 %0, [%1];" : "=f"(ignored) : "l"(scratch + kScratchFloats));
+  asm volatile("ld.volatile.global.f32 %0, [%1];" : "=f"(ignored) : "l"(scratch + kScratchFloats));
 }
 #endif
 
