@@ -192,23 +192,18 @@ def attn_res_without_op_check(prefix, delta, blocks, norm_weight, qk_weight, out
     return output
 
 
-_row_kernel = None
-
-
-def _triton_row_kernel():
-    global _row_kernel
-    if _row_kernel is not None:
-        return _row_kernel
+try:  # the Triton kernels are defined where Triton is installed (not on a CPU-only machine)
     import triton
     import triton.language as tl
+except ImportError:
+    triton = None
+
+if triton is not None:
+    # exp(x) is computed as exp2(x * log2(e)).
 
     @triton.jit
-    def row(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, prefix_stride, delta_stride,
-            block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps, output_norm_eps,
-            HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK: tl.constexpr):
-        t = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK)
-        mask = cols < hidden
+    def _residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride, block_stride,
+                  block_write_idx, HAS_DELTA: tl.constexpr):
         p = tl.load(prefix + t * prefix_stride + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_DELTA:
             p += tl.load(delta + t * delta_stride + cols, mask=mask, other=0.0).to(tl.float32)
@@ -216,32 +211,80 @@ def _triton_row_kernel():
         tl.store(prefix + t * prefix_stride + cols, p_bf16, mask=mask)
         if block_write_idx >= 0:
             tl.store(blocks + t * block_token_stride + block_write_idx * block_stride + cols, p_bf16, mask=mask)
-        p = p_bf16.to(tl.float32)
-        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
-            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        # Online softmax over the sources: blocks 0..num_blocks, then p.
-        running_max = tl.full((), float("-inf"), tl.float32)
-        total = tl.zeros((), tl.float32)
-        acc = tl.zeros((BLOCK,), tl.float32)
-        for s in range(0, num_blocks + 1):
-            v = tl.load(blocks + t * block_token_stride + s * block_stride + cols, mask=mask & (s < num_blocks),
-                        other=0.0).to(tl.float32)
-            v = tl.where((s == num_blocks) | (s == block_write_idx), p, v)
-            logit = tl.sum(v * gate) * tl.rsqrt(tl.sum(v * v) / hidden + eps)
-            new_max = tl.maximum(running_max, logit)
-            rescale = tl.exp(running_max - new_max)
-            weight = tl.exp(logit - new_max)
-            acc = acc * rescale + weight * v
-            total = total * rescale + weight
-            running_max = new_max
-        mixed = acc / total
+        return p_bf16.to(tl.float32)
+
+    @triton.jit
+    def _finish(mixed, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps,
+                HAS_NORM: tl.constexpr):
         if HAS_NORM:
             mixed = mixed * tl.rsqrt(tl.sum(mixed * mixed) / hidden + output_norm_eps) * \
                 tl.load(output_norm_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out + t * hidden + cols, mixed.to(tl.bfloat16), mask=mask)
+        tl.store(out + t * out_stride + cols, mixed.to(tl.bfloat16), mask=mask)
 
-    _row_kernel = (row, triton.next_power_of_2)
-    return _row_kernel
+    # One program per row; an online softmax over the sources, one at a time: blocks
+    # 0..num_blocks, then p.
+    @triton.jit
+    def _row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride, prefix_stride,
+                    delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
+                    output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr,
+                    NUM_STAGES: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < hidden
+        p = _residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                      block_stride, block_write_idx, HAS_DELTA)
+        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
+            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        running_max = tl.full((), float("-inf"), tl.float32)
+        total = tl.zeros((), tl.float32)
+        acc = tl.zeros((BLOCK_H,), tl.float32)
+        for s in tl.range(0, num_blocks + 1, num_stages=NUM_STAGES):
+            v = tl.load(blocks + t * block_token_stride + s * block_stride + cols, mask=mask & (s < num_blocks),
+                        other=0.0).to(tl.float32)
+            # The block written this call is p: taken from registers, not read back from memory just stored.
+            v = tl.where((s == num_blocks) | (s == block_write_idx), p, v)
+            logit = tl.sum(v * gate) * tl.rsqrt(tl.sum(v * v) / hidden + eps)
+            new_max = tl.maximum(running_max, logit)
+            rescale = tl.exp2((running_max - new_max) * 1.4426950408889634)
+            weight = tl.exp2((logit - new_max) * 1.4426950408889634)
+            acc = acc * rescale + weight * v
+            total = total * rescale + weight
+            running_max = new_max
+        _finish(acc / total, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
+
+    # One program per row; all the sources in one tile, the softmax in one pass.
+    @triton.jit
+    def _all_sources_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride,
+                            prefix_stride, delta_stride, block_token_stride, block_stride, hidden, num_blocks,
+                            block_write_idx, eps, output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr,
+                            BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
+        t = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < hidden
+        p = _residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
+                      block_stride, block_write_idx, HAS_DELTA)
+        sources = tl.arange(0, BLOCK_L)
+        v = tl.load(blocks + t * block_token_stride + sources[:, None] * block_stride + cols[None, :],
+                    mask=(sources[:, None] < num_blocks) & mask[None, :], other=0.0).to(tl.float32)
+        is_p = (sources == num_blocks) | (sources == block_write_idx)
+        v = tl.where(is_p[:, None], p[None, :], v)
+        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
+            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        logits = tl.sum(v * gate[None, :], axis=1) * tl.rsqrt(tl.sum(v * v, axis=1) / hidden + eps)
+        logits = tl.where(sources <= num_blocks, logits, float("-inf"))
+        weights = tl.exp2((logits - tl.max(logits, axis=0)) * 1.4426950408889634)
+        weights = weights / tl.sum(weights, axis=0)
+        _finish(tl.sum(weights[:, None] * v, axis=0), output_norm_weight, out, out_stride, t, cols, mask, hidden,
+                output_norm_eps, HAS_NORM)
+
+
+def _triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
+                     eps, output_norm_eps, out):
+    """The kernels' arguments up to output_norm_eps (absent operands stand in for by others, never read)."""
+    return (prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
+            output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
+            prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1),
+            prefix.shape[1], num_blocks, block_write_idx, eps, output_norm_eps)
 
 
 def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
@@ -253,102 +296,16 @@ def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_w
 
 def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
                                block_write_idx, eps, output_norm_eps):
-    row, next_power_of_2 = _triton_row_kernel()
     tokens, hidden = prefix.shape
     out = torch.empty((tokens, hidden), dtype=torch.bfloat16, device=prefix.device)
     if tokens == 0:
         return out
-    block = next_power_of_2(hidden)
-    row[(tokens,)](prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
-                   output_norm_weight if output_norm_weight is not None else norm_weight, out, prefix.stride(0),
-                   delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1), hidden, num_blocks,
-                   block_write_idx, eps, output_norm_eps, HAS_DELTA=delta is not None,
-                   HAS_NORM=output_norm_weight is not None, BLOCK=block, num_warps=min(16, max(4, block // 1024)))
+    block = triton.next_power_of_2(hidden)
+    _row_kernel[(tokens,)](*_triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight,
+                                             num_blocks, block_write_idx, eps, output_norm_eps, out),
+                           HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None, BLOCK_H=block,
+                           NUM_STAGES=1, num_warps=min(16, max(4, block // 1024)))
     return out
-
-
-try:  # the Triton kernels are defined where Triton is installed (not on a CPU-only machine)
-    import triton
-    import triton.language as tl
-except ImportError:
-    triton = None
-
-if triton is not None:
-    # Below, exp(x) is exp2(x * log2(e)).
-
-    @triton.jit
-    def _peer_residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
-                       block_stride, block_write_idx, HAS_DELTA: tl.constexpr):
-        p = tl.load(prefix + t * prefix_stride + cols, mask=mask, other=0.0).to(tl.float32)
-        if HAS_DELTA:
-            p += tl.load(delta + t * delta_stride + cols, mask=mask, other=0.0).to(tl.float32)
-        p_bf16 = p.to(tl.bfloat16)
-        tl.store(prefix + t * prefix_stride + cols, p_bf16, mask=mask)
-        if block_write_idx >= 0:
-            tl.store(blocks + t * block_token_stride + block_write_idx * block_stride + cols, p_bf16, mask=mask)
-        return p_bf16.to(tl.float32)
-
-    @triton.jit
-    def _peer_finish(mixed, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps,
-                     HAS_NORM: tl.constexpr):
-        if HAS_NORM:
-            mixed = mixed * tl.rsqrt(tl.sum(mixed * mixed) / hidden + output_norm_eps) * \
-                tl.load(output_norm_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out + t * out_stride + cols, mixed.to(tl.bfloat16), mask=mask)
-
-    @triton.jit
-    def _peer_all_sources(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride,
-                          prefix_stride, delta_stride, block_token_stride, block_stride, hidden, num_blocks,
-                          block_write_idx, eps, output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr,
-                          BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
-        t = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK_H)
-        mask = cols < hidden
-        p = _peer_residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
-                           block_stride, block_write_idx, HAS_DELTA)
-        sources = tl.arange(0, BLOCK_L)
-        v = tl.load(blocks + t * block_token_stride + sources[:, None] * block_stride + cols[None, :],
-                    mask=(sources[:, None] < num_blocks) & mask[None, :], other=0.0).to(tl.float32)
-        # The block written this call is p: taken from registers, not read back from memory just stored.
-        is_p = (sources == num_blocks) | (sources == block_write_idx)
-        v = tl.where(is_p[:, None], p[None, :], v)
-        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
-            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        logits = tl.sum(v * gate[None, :], axis=1) * tl.rsqrt(tl.sum(v * v, axis=1) / hidden + eps)
-        logits = tl.where(sources <= num_blocks, logits, float("-inf"))
-        weights = tl.exp2((logits - tl.max(logits, axis=0)) * 1.4426950408889634)
-        weights = weights / tl.sum(weights, axis=0)
-        _peer_finish(tl.sum(weights[:, None] * v, axis=0), output_norm_weight, out, out_stride, t, cols, mask, hidden,
-                     output_norm_eps, HAS_NORM)
-
-    @triton.jit
-    def _peer_source_loop(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride,
-                          prefix_stride, delta_stride, block_token_stride, block_stride, hidden, num_blocks,
-                          block_write_idx, eps, output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr,
-                          BLOCK_H: tl.constexpr):
-        t = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK_H)
-        mask = cols < hidden
-        p = _peer_residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
-                           block_stride, block_write_idx, HAS_DELTA)
-        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
-            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        running_max = tl.full((), float("-inf"), tl.float32)
-        total = tl.zeros((), tl.float32)
-        acc = tl.zeros((BLOCK_H,), tl.float32)
-        for s in tl.range(0, num_blocks + 1, num_stages=2):
-            v = tl.load(blocks + t * block_token_stride + s * block_stride + cols, mask=mask & (s < num_blocks),
-                        other=0.0).to(tl.float32)
-            v = tl.where((s == num_blocks) | (s == block_write_idx), p, v)
-            logit = tl.sum(v * gate) * tl.rsqrt(tl.sum(v * v) / hidden + eps)
-            new_max = tl.maximum(running_max, logit)
-            rescale = tl.exp2((running_max - new_max) * 1.4426950408889634)
-            weight = tl.exp2((logit - new_max) * 1.4426950408889634)
-            acc = acc * rescale + weight * v
-            total = total * rescale + weight
-            running_max = new_max
-        _peer_finish(acc / total, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps,
-                     HAS_NORM)
 
 
 def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
@@ -356,13 +313,12 @@ def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_n
     tokens, hidden = prefix.shape
     if tokens == 0:
         return
-    operands = (prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
-                output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
-                prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1),
-                hidden, num_blocks, block_write_idx, eps, output_norm_eps)
+    operands = _triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                                block_write_idx, eps, output_norm_eps, out)
     flags = dict(HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
                  BLOCK_H=triton.next_power_of_2(hidden))
     if tokens < 256:
-        _peer_all_sources[(tokens,)](*operands, **flags, BLOCK_L=triton.next_power_of_2(num_blocks + 1), num_warps=8)
+        _all_sources_kernel[(tokens,)](*operands, **flags, BLOCK_L=triton.next_power_of_2(num_blocks + 1),
+                                       num_warps=8)
     else:
-        _peer_source_loop[(tokens,)](*operands, **flags, num_warps=4)
+        _row_kernel[(tokens,)](*operands, **flags, NUM_STAGES=2, num_warps=4)
