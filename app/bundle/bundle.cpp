@@ -247,18 +247,19 @@ CaseResult write_repro_bundle(const CaseSpec& spec, Backend& backend, const RunO
   std::string flags = backend_flags(backend_options) + (options.disable_layout_guard ? " --no-layout-guard" : "");
   // A hazard replays under its tool, which runs each case from its seed: no line with --inputs.
   std::string replay_line = "attnres-check run case.json --inputs inputs.safetensors" + flags;
-  if (SanitizerFinding* finding = recorded.sanitizer ? &*recorded.sanitizer : nullptr) {
-    const std::string report = "compute-sanitizer-" + finding->tool + ".txt";
+  if (recorded.sanitizer) {
+    SanitizerFinding& finding = *recorded.sanitizer;
+    const std::string report = "compute-sanitizer-" + finding.tool + ".txt";
     std::error_code ec;
-    fs::copy_file(finding->report, dir / report, fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(finding.report, dir / report, fs::copy_options::overwrite_existing, ec);
     if (ec) {
       out.notes += fmt::format("{}: the compute-sanitizer report {} could not be copied into the bundle: {}\n",
-                               printable(spec.name), printable(finding->report), ec.message());
+                               printable(spec.name), printable(finding.report), ec.message());
     } else {
       written.push_back(report);
-      finding->report = report;  // the bundle names its own copy
+      finding.report = report;  // the bundle names its own copy
     }
-    flags += " --sanitizer " + finding->tool;
+    flags += " --sanitizer " + finding.tool;
     replay_line.clear();
   }
   write_text(dir / "result.json", dump_json(result_json(recorded), 2) + "\n");
