@@ -153,8 +153,10 @@ CaseResult with_sanitizer_verdict(CaseResult result, const std::string& tool, st
   if (!found) return result;
   std::string what = report && !report->first_error.empty() ? report->first_error : "an error";
   if (report && !report->summary.empty()) what += "; " + report->summary;
-  result.detail = fmt::format("compute-sanitizer {}: {} (report: {}); without it the case was {}: {}", tool, what,
-                              report_path.string(), to_string(result.disposition), result.detail);
+  // The judgement made under the tool, not that of a plain run: memcheck ends a kernel at its first
+  // bad access, so a read that is harmless without the tool comes back as a failed launch.
+  result.detail = fmt::format("compute-sanitizer {}: {} (report: {}); judged under it, the case was {}: {}", tool,
+                              what, report_path.string(), to_string(result.disposition), result.detail);
   result.disposition = Disposition::hazard;
   result.sanitizer = SanitizerFinding{tool, report_path.string()};
   return result;

@@ -390,7 +390,7 @@ TEST(SanitizerReport, ErrorsAreCountedAndTheFirstIsNamed) {
   EXPECT_EQ(raced.detail,
             "compute-sanitizer racecheck: Error: Race reported between Write access at k(Operands)+0x1a0 in a.cu:60; "
             "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings) (report: " +
-                races + "); without it the case was passed: max-abs error 0.01");
+                races + "); judged under it, the case was passed: max-abs error 0.01");
   // Warnings only: no hazard.
   const std::string warned = dir.file("warned.txt",
                                       "========= Warning: Race reported between Read access at k+0x10\n"
@@ -450,7 +450,7 @@ TEST_F(Sanitizer, AnErrorInItsReportIsTheHazardOfThatCaseAlone) {
   EXPECT_EQ(run.report["cases"][1]["detail"].get<std::string>().rfind(
                 "compute-sanitizer memcheck: Invalid __global__ read of size 4 bytes at stray_read_kernel(const float "
                 "*)+0x70 in cuda_plugin.cu:190; ERROR SUMMARY: 1 error (report: " +
-                    report + "); without it the case was passed: ",
+                    report + "); judged under it, the case was passed: ",
                 0),
             0u)
       << run.report["cases"][1]["detail"];
