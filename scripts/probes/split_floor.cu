@@ -1,9 +1,9 @@
 // The floor of the split variant's shape (docs/design/native-kernel.md, "Decode sizes"): every thread
-// loads its 16-byte vector of a row's 10 source rows (prefix, delta, 8 blocks, H=7168) up front,
+// loads its 16-byte vector of a row's source rows (prefix, delta, 4 or 8 blocks, H=7168) up front,
 // XORs them (no arithmetic), stores prefix early and the output after 0, 1 or 2 barriers (cluster
 // barriers for clusters of 2-8 CTAs per row, __syncthreads for one CTA per row). With
 // `arithmetic`, the least a row's arithmetic can be instead of the XOR: p = prefix + delta, every
-// element of each of the 9 sources unpacked, its dot with a gate and its square summed (pass 1),
+// element of each source unpacked, its dot with a gate and its square summed (pass 1),
 // a per-thread weight per source, the mix (pass 2, unpacking again), its square summed, the output
 // scaled and packed; no reductions, no softmax, no exchanged values (the barriers stand for the two
 // exchanges). Timed as `bench` times kernels: CUDA-graph replays of 20 launches on rotating input
@@ -22,7 +22,6 @@
 
 namespace cg = cooperative_groups;
 
-constexpr int kBlocks = 8;
 constexpr int kReplays = 200;  // graph replays per median
 
 __device__ float low_bf16(unsigned word) { return __uint_as_float(word << 16); }
@@ -52,7 +51,7 @@ __device__ void barriers() {
   }
 }
 
-template <int kBarriers, bool kCluster, bool kArithmetic = false>
+template <int kBlocks, int kBarriers, bool kCluster, bool kArithmetic = false>
 __global__ void split_shape(RowSet s, int cluster) {
   const int t = blockIdx.x / cluster, rank = blockIdx.x % cluster;
   const std::size_t e = std::size_t(t) * kVectors + rank * (kVectors / cluster) + threadIdx.x;
@@ -107,15 +106,15 @@ __global__ void split_shape(RowSet s, int cluster) {
   }
 }
 
-int main() {
-  cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
+template <int kBlocks>
+void time_shapes(cudaStream_t stream) {
   for (const int tokens : {1, 64, 128, 320}) {
     const std::vector<RowSet> rows = make_row_sets(tokens, kBlocks, 1, 256);
     const int sets = int(rows.size());
-    // 10 rows read and 2 written per token.
-    const double copy = same_bytes_copy_us(stream, kReplays, double(tokens) * kVectors * sizeof(uint4) * 12, sets);
-    std::printf("T=%d: same-bytes copy %.2f us\n", tokens, copy);
+    // kBlocks + 2 rows read and 2 written per token.
+    const double copy =
+        same_bytes_copy_us(stream, kReplays, double(tokens) * kVectors * sizeof(uint4) * (kBlocks + 4), sets);
+    std::printf("%d blocks, T=%d: same-bytes copy %.2f us\n", kBlocks, tokens, copy);
     for (const int cluster : {1, 2, 4, 8})
       for (const bool pdl : {false, true}) {
         const auto time = [&](auto kernel) {
@@ -142,21 +141,28 @@ int main() {
         };
         double us[4];
         if (cluster > 1) {
-          us[0] = time(split_shape<0, true>);
-          us[1] = time(split_shape<1, true>);
-          us[2] = time(split_shape<2, true>);
-          us[3] = time(split_shape<2, true, true>);
+          us[0] = time(split_shape<kBlocks, 0, true>);
+          us[1] = time(split_shape<kBlocks, 1, true>);
+          us[2] = time(split_shape<kBlocks, 2, true>);
+          us[3] = time(split_shape<kBlocks, 2, true, true>);
         } else {
-          us[0] = time(split_shape<0, false>);
-          us[1] = time(split_shape<1, false>);
-          us[2] = time(split_shape<2, false>);
-          us[3] = time(split_shape<2, false, true>);
+          us[0] = time(split_shape<kBlocks, 0, false>);
+          us[1] = time(split_shape<kBlocks, 1, false>);
+          us[2] = time(split_shape<kBlocks, 2, false>);
+          us[3] = time(split_shape<kBlocks, 2, false, true>);
         }
         std::printf(
-            "T=%d cluster=%d pdl=%d: loads->stores %.2f | +1 barrier %.2f | +2 barriers %.2f | "
+            "%d blocks, T=%d cluster=%d pdl=%d: loads->stores %.2f | +1 barrier %.2f | +2 barriers %.2f | "
             "+2 barriers and the least arithmetic %.2f us\n",
-            tokens, cluster, int(pdl), us[0], us[1], us[2], us[3]);
+            kBlocks, tokens, cluster, int(pdl), us[0], us[1], us[2], us[3]);
       }
     free_row_sets(rows);
   }
+}
+
+int main() {
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  time_shapes<4>(stream);
+  time_shapes<8>(stream);
 }
