@@ -23,12 +23,13 @@ vLLM's signature (positional, returns the output):
                             row of the batch makes every row NaN
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager on every stride, the output's too (as FlashInfer's API)
-  attn_res_triton_peer      a Triton kernel of another design, on every stride, for bench to time
-                            the native kernel against (writing into out=, it pays for no copy of a
-                            returned output): one program per row; below 256 tokens all the
-                            sources in one tile, softmax in one pass with exp2, 8 warps; from 256
-                            on, one source at a time, online softmax, a 2-stage pipelined source
-                            loop, 4 warps
+  attn_res_triton_peer      the Triton row kernel, on every stride, for bench to time the native
+                            kernel against (writing into out=, it pays for no copy of a returned
+                            output), at the launch configurations that timed fastest on an H100:
+                            below 1024 tokens 8 warps and a 3-stage pipelined source loop (all the
+                            sources in one tile with 8-32 warps, and 4 or 16 warps, were slower at
+                            T = 1, 64, 320 with 4 and 8 blocks); from 1024 on, 4 warps and 2 stages
+                            (docs/results/kernel-speed.md)
 Other signatures, bound by name (--signature auto):
   kimi_k3_attn_res          a third-party entry point: the contract's operands under other names
                             (prefix_sum, block_residual, projection_weight), in another order,
@@ -252,31 +253,6 @@ if triton is not None:
             running_max = new_max
         _finish(acc / total, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
 
-    # One program per row; all the sources in one tile, the softmax in one pass.
-    @triton.jit
-    def _all_sources_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride,
-                            prefix_stride, delta_stride, block_token_stride, block_stride, hidden, num_blocks,
-                            block_write_idx, eps, output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr,
-                            BLOCK_H: tl.constexpr, BLOCK_L: tl.constexpr):
-        t = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK_H)
-        mask = cols < hidden
-        p = _residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
-                      block_stride, block_write_idx, HAS_DELTA)
-        sources = tl.arange(0, BLOCK_L)
-        v = tl.load(blocks + t * block_token_stride + sources[:, None] * block_stride + cols[None, :],
-                    mask=(sources[:, None] < num_blocks) & mask[None, :], other=0.0).to(tl.float32)
-        is_p = (sources == num_blocks) | (sources == block_write_idx)
-        v = tl.where(is_p[:, None], p[None, :], v)
-        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
-            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
-        logits = tl.sum(v * gate[None, :], axis=1) * tl.rsqrt(tl.sum(v * v, axis=1) / hidden + eps)
-        logits = tl.where(sources <= num_blocks, logits, float("-inf"))
-        weights = tl.exp2((logits - tl.max(logits, axis=0)) * 1.4426950408889634)
-        weights = weights / tl.sum(weights, axis=0)
-        _finish(tl.sum(weights[:, None] * v, axis=0), output_norm_weight, out, out_stride, t, cols, mask, hidden,
-                output_norm_eps, HAS_NORM)
-
 
 def _triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
                      eps, output_norm_eps, out):
@@ -310,15 +286,14 @@ def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, ou
 
 def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
                          block_write_idx, eps, output_norm_eps, out):
-    tokens, hidden = prefix.shape
+    tokens = prefix.shape[0]
     if tokens == 0:
         return
-    operands = _triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
-                                block_write_idx, eps, output_norm_eps, out)
-    flags = dict(HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
-                 BLOCK_H=triton.next_power_of_2(hidden))
-    if tokens < 256:
-        _all_sources_kernel[(tokens,)](*operands, **flags, BLOCK_L=triton.next_power_of_2(num_blocks + 1),
-                                       num_warps=8)
-    else:
-        _row_kernel[(tokens,)](*operands, **flags, NUM_STAGES=2, num_warps=4)
+    # The configurations that timed fastest on an H100: 8 warps and 3 stages up to T=320, 4 warps
+    # and 2 stages at T=4096 with 4 blocks.
+    small = tokens < 1024
+    _row_kernel[(tokens,)](*_triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight,
+                                             num_blocks, block_write_idx, eps, output_norm_eps, out),
+                           HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
+                           BLOCK_H=triton.next_power_of_2(prefix.shape[1]), NUM_STAGES=3 if small else 2,
+                           num_warps=8 if small else 4)
