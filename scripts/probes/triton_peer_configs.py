@@ -7,7 +7,6 @@ the fastest of these. A measurement aid, not part of the build; on a GPU with Tr
 import statistics
 
 import torch
-import triton
 
 import attnres_python_test as kernels
 
@@ -30,11 +29,9 @@ def input_sets(tokens, num_blocks):
 
 def launch(sets, i, num_blocks, warps, stages):
     s = sets[i % len(sets)]
-    operands = kernels._triton_operands(s["prefix"], s["delta"], s["blocks"], s["norm_weight"], s["qk_weight"],
-                                        s["output_norm_weight"], num_blocks, -1, 1e-6, 1e-6, s["out"])
-    kernels._row_kernel[(s["prefix"].shape[0],)](*operands, HAS_DELTA=True, HAS_NORM=True,
-                                                 BLOCK_H=triton.next_power_of_2(HIDDEN), NUM_STAGES=stages,
-                                                 num_warps=warps)
+    kernels._launch_row_kernel(s["prefix"], s["delta"], s["blocks"], s["norm_weight"], s["qk_weight"],
+                               s["output_norm_weight"], num_blocks, -1, 1e-6, 1e-6, s["out"], num_stages=stages,
+                               num_warps=warps)
 
 
 def median_us(sets, num_blocks, warps, stages):

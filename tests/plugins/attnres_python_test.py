@@ -254,13 +254,18 @@ if triton is not None:
         _finish(acc / total, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
 
 
-def _triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
-                     eps, output_norm_eps, out):
-    """The kernels' arguments up to output_norm_eps (absent operands stand in for by others, never read)."""
-    return (prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
-            output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
-            prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0), blocks.stride(1),
-            prefix.shape[1], num_blocks, block_write_idx, eps, output_norm_eps)
+def _launch_row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
+                       block_write_idx, eps, output_norm_eps, out, num_stages, num_warps):
+    """_row_kernel over every row into `out`; an absent operand is passed as another tensor, never read."""
+    tokens, hidden = prefix.shape
+    if tokens == 0:
+        return
+    _row_kernel[(tokens,)](prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
+                           output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
+                           prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0),
+                           blocks.stride(1), hidden, num_blocks, block_write_idx, eps, output_norm_eps,
+                           HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
+                           BLOCK_H=triton.next_power_of_2(hidden), NUM_STAGES=num_stages, num_warps=num_warps)
 
 
 def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
@@ -272,28 +277,17 @@ def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_w
 
 def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
                                block_write_idx, eps, output_norm_eps):
-    tokens, hidden = prefix.shape
-    out = torch.empty((tokens, hidden), dtype=torch.bfloat16, device=prefix.device)
-    if tokens == 0:
-        return out
-    block = triton.next_power_of_2(hidden)
-    _row_kernel[(tokens,)](*_triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight,
-                                             num_blocks, block_write_idx, eps, output_norm_eps, out),
-                           HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None, BLOCK_H=block,
-                           NUM_STAGES=1, num_warps=min(16, max(4, block // 1024)))
+    out = torch.empty(prefix.shape, dtype=torch.bfloat16, device=prefix.device)
+    _launch_row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
+                       eps, output_norm_eps, out, num_stages=1,
+                       num_warps=min(16, max(4, triton.next_power_of_2(prefix.shape[1]) // 1024)))
     return out
 
 
 def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
                          block_write_idx, eps, output_norm_eps, out):
-    tokens = prefix.shape[0]
-    if tokens == 0:
-        return
     # The configurations that timed fastest on an H100: 8 warps and 3 stages up to T=320, 4 warps
     # and 2 stages at T=4096 with 4 blocks.
-    small = tokens < 1024
-    _row_kernel[(tokens,)](*_triton_operands(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight,
-                                             num_blocks, block_write_idx, eps, output_norm_eps, out),
-                           HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
-                           BLOCK_H=triton.next_power_of_2(prefix.shape[1]), NUM_STAGES=3 if small else 2,
-                           num_warps=8 if small else 4)
+    small = prefix.shape[0] < 1024
+    _launch_row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
+                       eps, output_norm_eps, out, num_stages=3 if small else 2, num_warps=8 if small else 4)
