@@ -128,8 +128,9 @@ TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
 
 // bench --kernel times an external kernel as it times the built-ins, by graph replay, where its
 // calls can be captured as its framework captures them: a C ABI kernel, and a Triton kernel under
-// torch.cuda.graph (both its paths: below 256 tokens and from 256 on). A kernel that reads the
-// weights on the host cannot be captured, and is timed with events.
+// torch.cuda.graph (both its designs: the tile with 3 blocks, the row kernel with 6), launched
+// with PDL too. A kernel that reads the weights on the host cannot be captured, and is timed with
+// events.
 TEST_F(Gpu, BenchTimesExternalKernelsByGraphReplayWhereTheyCanBeCaptured) {
   struct Timed {
     std::vector<std::string> kernel;
@@ -138,16 +139,17 @@ TEST_F(Gpu, BenchTimesExternalKernelsByGraphReplayWhereTheyCanBeCaptured) {
   const std::vector<Timed> kernels{
       {{cuda_plugin("ok")}, "graph"},
       {{"python:attnres_python_test:attn_res_triton_peer", "--signature", "flashinfer"}, "graph"},
+      {{"python:attnres_python_test:attn_res_triton_peer_pdl", "--signature", "flashinfer"}, "graph"},
       {{"python:attnres_python_test:attn_res_checks_on_host"}, "events"}};
   for (const auto& [kernel_args, timed] : kernels) {
     const std::string& kernel = kernel_args.front();
     if (kernel.rfind("python:", 0) == 0 && !ATTNRES_HAVE_PYTHON_BRIDGE) continue;
-    std::vector<std::string> args{"bench", "--tokens", "5",    "--tokens",  "300", "--blocks",
-                                  "3",     "--hidden", "1024", "--repeats", "20",  "--kernel"};
+    std::vector<std::string> args{"bench",    "--tokens", "5",        "--tokens", "300",       "--blocks", "3",
+                                  "--blocks", "6",        "--hidden", "1024",     "--repeats", "20",       "--kernel"};
     args.insert(args.end(), kernel_args.begin(), kernel_args.end());
     const BinaryRun run = run_binary(args);
     ASSERT_EQ(run.exit_code, kExitOk) << kernel << run.output;
-    ASSERT_EQ(run.report["points"].size(), 2u) << kernel << run.output;
+    ASSERT_EQ(run.report["points"].size(), 4u) << kernel << run.output;
     for (const auto& point : run.report["points"]) {
       const nlohmann::json& measured = point["kernel"];
       double max_abs = -1;

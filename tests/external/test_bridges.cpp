@@ -422,7 +422,8 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
        {std::pair<std::string, std::string>{"attn_res_triton_any_stride", "vllm-dispatch"},
         {"attn_res_eager_any_stride", "vllm-dispatch"},
         {"attn_res_flashinfer", "flashinfer"},
-        {"attn_res_triton_peer", "flashinfer"}}) {
+        {"attn_res_triton_peer", "flashinfer"},
+        {"attn_res_triton_peer_pdl", "flashinfer"}}) {
     std::vector<std::string> args{"run",       testing::source_path("cases"),
                                   "--kernel",  "python:attnres_python_test:" + function,
                                   "--profile", preset};
@@ -432,14 +433,18 @@ TEST_F(Gpu, PythonBridgeOnDeviceTensors) {
     EXPECT_EQ(run.report["summary"]["by_disposition"]["rejected-as-expected"], 0) << function;
   }
   // A Triton kernel on the stream the bridge makes current: behind late inputs it waits for them;
-  // under torch.cuda.graph it replays what it computes eagerly. torch eager too; a check that
-  // reads the weights on the host cannot be captured, and fails the graph check only.
-  for (const auto& [function, lacked] : {std::pair<std::string, std::string>{"attn_res_triton", ""},
-                                         {"attn_res_eager_any_stride", ""},
-                                         {"attn_res_checks_on_host", "graph"}}) {
-    const BinaryRun checked =
-        run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*", "--kernel",
-                    "python:attnres_python_test:" + function, "--check", "stream,graph,pdl,determinism"});
+  // under torch.cuda.graph it replays what it computes eagerly; launched with PDL, it reads
+  // nothing before the previous kernel has finished. torch eager too; a check that reads the
+  // weights on the host cannot be captured, and fails the graph check only.
+  struct Checked {
+    std::string function, signature, lacked;
+  };
+  for (const auto& [function, signature, lacked] :
+       {Checked{"attn_res_triton", "auto", ""}, Checked{"attn_res_triton_peer_pdl", "flashinfer", ""},
+        Checked{"attn_res_eager_any_stride", "auto", ""}, Checked{"attn_res_checks_on_host", "auto", "graph"}}) {
+    const BinaryRun checked = run_binary({"run", testing::source_path("cases/public.json"), "--filter", "public-t17-*",
+                                          "--kernel", "python:attnres_python_test:" + function, "--signature",
+                                          signature, "--check", "stream,graph,pdl,determinism"});
     EXPECT_EQ(checked.exit_code, lacked.empty() ? kExitOk : kExitUnmet) << function << checked.output;
     for (const auto& c : checked.report["cases"])
       for (const auto& p : c["properties"])

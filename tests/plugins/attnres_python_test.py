@@ -23,13 +23,17 @@ vLLM's signature (positional, returns the output):
                             row of the batch makes every row NaN
 FlashInfer's signature (keyword scalars, caller-owned out=):
   attn_res_flashinfer       torch eager on every stride, the output's too (as FlashInfer's API)
-  attn_res_triton_peer      the Triton row kernel, on every stride, for bench to time the native
-                            kernel against (writing into out=, it pays for no copy of a returned
-                            output), at the launch configurations that timed fastest on an H100:
-                            below 1024 tokens 8 warps and a 3-stage pipelined source loop (all the
-                            sources in one tile with 8-32 warps, and 4 or 16 warps, were slower at
-                            T = 1, 64, 320 with 4 and 8 blocks); from 1024 on, 4 warps and 2 stages
-                            (docs/results/kernel-speed.md)
+  attn_res_triton_peer      a Triton kernel for bench to time the native kernel against, on every
+                            stride, writing into out= (so it pays for no copy of a returned
+                            output), in the design and launch configuration that timed fastest on
+                            an H100 (docs/results/kernel-speed.md): with at most 4 blocks, all the
+                            blocks in one [next_pow2(num_blocks), next_pow2(H)] bf16 tile read
+                            before p is stored, p beside it, a one-pass softmax with exp2, 16 warps;
+                            with more, the row kernel, 8 warps and 3 stages below 1024 tokens, 4
+                            warps and 2 stages from 1024
+  attn_res_triton_peer_pdl  the same, launched with programmatic dependent launch (its loads wait
+                            for the previous kernel in the stream, its successor may start once
+                            its loads are issued), as the native kernel under `bench --pdl`
 Other signatures, bound by name (--signature auto):
   kimi_k3_attn_res          a third-party entry point: the contract's operands under other names
                             (prefix_sum, block_residual, projection_weight), in another order,
@@ -223,17 +227,21 @@ if triton is not None:
         tl.store(out + t * out_stride + cols, mixed.to(tl.bfloat16), mask=mask)
 
     # One program per row; an online softmax over the sources, one at a time: blocks
-    # 0..num_blocks, then p.
+    # 0..num_blocks, then p. With PDL, nothing is read before the previous kernel has finished.
     @triton.jit
     def _row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride, prefix_stride,
                     delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
                     output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr,
-                    NUM_STAGES: tl.constexpr):
+                    NUM_STAGES: tl.constexpr, PDL: tl.constexpr):
+        if PDL:
+            tl.extra.cuda.gdc_wait()
         t = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK_H)
         mask = cols < hidden
         p = _residual(prefix, delta, blocks, t, cols, mask, prefix_stride, delta_stride, block_token_stride,
                       block_stride, block_write_idx, HAS_DELTA)
+        if PDL:
+            tl.extra.cuda.gdc_launch_dependents()
         gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
             tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
         running_max = tl.full((), float("-inf"), tl.float32)
@@ -253,19 +261,66 @@ if triton is not None:
             running_max = new_max
         _finish(acc / total, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
 
+    # One program per row; every block in one bf16 tile, loaded before p is stored so that no load
+    # waits behind a store, and p beside the tile; the softmax in one pass. The written block is p:
+    # not read.
+    @triton.jit
+    def _tile_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, out, out_stride, prefix_stride,
+                     delta_stride, block_token_stride, block_stride, hidden, num_blocks, block_write_idx, eps,
+                     output_norm_eps, HAS_DELTA: tl.constexpr, HAS_NORM: tl.constexpr, BLOCK_H: tl.constexpr,
+                     BLOCK_B: tl.constexpr, PDL: tl.constexpr):
+        if PDL:
+            tl.extra.cuda.gdc_wait()
+        t = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK_H)
+        mask = cols < hidden
+        b = tl.arange(0, BLOCK_B)
+        read = (b < num_blocks) & (b != block_write_idx)
+        v = tl.load(blocks + t * block_token_stride + b[:, None] * block_stride + cols[None, :],
+                    mask=read[:, None] & mask[None, :], other=0.0)
+        x = tl.load(prefix + t * prefix_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_DELTA:
+            x += tl.load(delta + t * delta_stride + cols, mask=mask, other=0.0).to(tl.float32)
+        gate = tl.load(norm_weight + cols, mask=mask, other=0.0).to(tl.float32) * \
+            tl.load(qk_weight + cols, mask=mask, other=0.0).to(tl.float32)
+        if PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+        p_bf16 = x.to(tl.bfloat16)
+        p = p_bf16.to(tl.float32)
+        v = tl.where((b == block_write_idx)[:, None], p[None, :], v.to(tl.float32))
+        logits = tl.sum(v * gate[None, :], axis=1) * tl.rsqrt(tl.sum(v * v, axis=1) / hidden + eps)
+        logits = tl.where(b < num_blocks, logits, float("-inf"))
+        p_logit = tl.sum(p * gate) * tl.rsqrt(tl.sum(p * p) / hidden + eps)
+        top = tl.maximum(tl.max(logits, axis=0), p_logit)
+        weights = tl.exp2((logits - top) * 1.4426950408889634)
+        p_weight = tl.exp2((p_logit - top) * 1.4426950408889634)
+        mixed = (tl.sum(weights[:, None] * v, axis=0) + p_weight * p) / (tl.sum(weights, axis=0) + p_weight)
+        tl.store(prefix + t * prefix_stride + cols, p_bf16, mask=mask)
+        if block_write_idx >= 0:
+            tl.store(blocks + t * block_token_stride + block_write_idx * block_stride + cols, p_bf16, mask=mask)
+        _finish(mixed, output_norm_weight, out, out_stride, t, cols, mask, hidden, output_norm_eps, HAS_NORM)
 
-def _launch_row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks,
-                       block_write_idx, eps, output_norm_eps, out, num_stages, num_warps):
-    """_row_kernel over every row into `out`; an absent operand is passed as another tensor, never read."""
+
+def _launch(kernel, prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
+            eps, output_norm_eps, out, num_warps, pdl, **config):
+    """`kernel` over every row into `out`; an absent operand is passed as another tensor, never read."""
     tokens, hidden = prefix.shape
     if tokens == 0:
         return
-    _row_kernel[(tokens,)](prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
-                           output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
-                           prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0),
-                           blocks.stride(1), hidden, num_blocks, block_write_idx, eps, output_norm_eps,
-                           HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
-                           BLOCK_H=triton.next_power_of_2(hidden), NUM_STAGES=num_stages, num_warps=num_warps)
+    kernel[(tokens,)](prefix, delta if delta is not None else prefix, blocks, norm_weight, qk_weight,
+                      output_norm_weight if output_norm_weight is not None else norm_weight, out, out.stride(0),
+                      prefix.stride(0), delta.stride(0) if delta is not None else 0, blocks.stride(0),
+                      blocks.stride(1), hidden, num_blocks, block_write_idx, eps, output_norm_eps,
+                      HAS_DELTA=delta is not None, HAS_NORM=output_norm_weight is not None,
+                      BLOCK_H=triton.next_power_of_2(hidden), PDL=pdl, num_warps=num_warps, launch_pdl=pdl, **config)
+
+
+def _launch_row_kernel(*operands, num_stages, num_warps, pdl=False):
+    _launch(_row_kernel, *operands, num_warps=num_warps, pdl=pdl, NUM_STAGES=num_stages)
+
+
+def _launch_tile_kernel(*operands, num_blocks, num_warps, pdl=False):
+    _launch(_tile_kernel, *operands, num_warps=num_warps, pdl=pdl, BLOCK_B=max(1, triton.next_power_of_2(num_blocks)))
 
 
 def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
@@ -284,10 +339,31 @@ def attn_res_triton_any_stride(prefix, delta, blocks, norm_weight, qk_weight, ou
     return out
 
 
+# The peer's design and launch configuration by size, the fastest of those timed on an H100 by
+# scripts/probes/triton_peer_configs.py: the tile up to 4 blocks (with 8 its tile spills), the row
+# kernel with more.
+TILE_MAX_BLOCKS = 4
+
+
+def _launch_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                 output_norm_eps, out, pdl):
+    operands = (prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                output_norm_eps, out)
+    if num_blocks <= TILE_MAX_BLOCKS:
+        _launch_tile_kernel(*operands, num_blocks=num_blocks, num_warps=16, pdl=pdl)
+    elif prefix.shape[0] < 1024:
+        _launch_row_kernel(*operands, num_stages=3, num_warps=8, pdl=pdl)
+    else:
+        _launch_row_kernel(*operands, num_stages=2, num_warps=4, pdl=pdl)
+
+
 def attn_res_triton_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
                          block_write_idx, eps, output_norm_eps, out):
-    # The configurations that timed fastest on an H100: 8 warps and 3 stages up to T=320, 4 warps
-    # and 2 stages at T=4096 with 4 blocks.
-    small = prefix.shape[0] < 1024
-    _launch_row_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
-                       eps, output_norm_eps, out, num_stages=3 if small else 2, num_warps=8 if small else 4)
+    _launch_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                 output_norm_eps, out, pdl=False)
+
+
+def attn_res_triton_peer_pdl(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, *, num_blocks,
+                             block_write_idx, eps, output_norm_eps, out):
+    _launch_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
+                 output_norm_eps, out, pdl=True)
