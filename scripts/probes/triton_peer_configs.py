@@ -36,7 +36,7 @@ def launch(sets, i, num_blocks, design, warps, stages):
     if design == "row":
         kernels._launch_row_kernel(*operands, num_stages=stages, num_warps=warps)
     else:
-        kernels._launch_tile_kernel(*operands, num_blocks=num_blocks, num_warps=warps)
+        kernels._launch_tile_kernel(*operands, num_warps=warps)
 
 
 def median_us(sets, num_blocks, design, warps, stages):

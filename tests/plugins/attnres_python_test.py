@@ -319,8 +319,10 @@ def _launch_row_kernel(*operands, num_stages, num_warps, pdl=False):
     _launch(_row_kernel, *operands, num_warps=num_warps, pdl=pdl, NUM_STAGES=num_stages)
 
 
-def _launch_tile_kernel(*operands, num_blocks, num_warps, pdl=False):
-    _launch(_tile_kernel, *operands, num_warps=num_warps, pdl=pdl, BLOCK_B=max(1, triton.next_power_of_2(num_blocks)))
+def _launch_tile_kernel(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, *rest, num_warps,
+                        pdl=False):
+    _launch(_tile_kernel, prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, *rest,
+            num_warps=num_warps, pdl=pdl, BLOCK_B=max(1, triton.next_power_of_2(num_blocks)))
 
 
 def attn_res_triton(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx,
@@ -350,7 +352,7 @@ def _launch_peer(prefix, delta, blocks, norm_weight, qk_weight, output_norm_weig
     operands = (prefix, delta, blocks, norm_weight, qk_weight, output_norm_weight, num_blocks, block_write_idx, eps,
                 output_norm_eps, out)
     if num_blocks <= TILE_MAX_BLOCKS:
-        _launch_tile_kernel(*operands, num_blocks=num_blocks, num_warps=16, pdl=pdl)
+        _launch_tile_kernel(*operands, num_warps=16, pdl=pdl)
     elif prefix.shape[0] < 1024:
         _launch_row_kernel(*operands, num_stages=3, num_warps=8, pdl=pdl)
     else:
