@@ -8,6 +8,9 @@
 // sum_s,t w_s w_t <v_s, v_t>: up to kMaxPairwiseSources sources the pairwise products ride in the
 // same exchange (one cluster barrier per row); with more, they would cost the registers that keep
 // every load in flight, so the sum of squares takes a second exchange.
+// A row of one CTA (split/1xV) is launched without a cluster: its exchanges are CTA barriers,
+// cheap enough that the output norm takes the second reduction, not the pairwise products (which
+// double pass 1's arithmetic). With few sources its registers leave room for two CTAs per SM.
 // Rows of prefix, delta and output are taken as exactly H apart, as in the ring variant.
 #include <cstdint>
 #include <limits>
@@ -36,6 +39,9 @@ constexpr int kVec = native::kElementsPerVector;
 // slower, split/Cx2 plans 4-7x).
 constexpr int kMaxPairwiseSources = 5;
 
+// Up to this many sources a one-CTA row's kernel is compiled for two CTAs per SM.
+constexpr int kOneCtaRowTwoPerSmMaxSources = 2;
+
 __host__ __device__ constexpr int pair_slot(int s, int t) {
   return kMaxPairwiseSources + s * (2 * kMaxPairwiseSources - s - 1) / 2 + (t - s - 1);
 }
@@ -50,14 +56,23 @@ __device__ __forceinline__ float element_of(const uint4& raw, int i) {
 // Streaming loads: each source element is read once.
 __device__ __forceinline__ uint4 load_once(const bf16_bits* p) { return __ldcs(reinterpret_cast<const uint4*>(p)); }
 
-template <int kSources, int kVecs>
-__global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel(const AttnResArgs a) {
+// CTAs per SM a one-CTA-row kernel is compiled for: two where its loads fit 64 registers a thread.
+template <int kSources>
+constexpr int one_cta_row_min_blocks() {
+  return kSources <= kOneCtaRowTwoPerSmMaxSources ? 2 : 1;
+}
+
+template <int kSources, int kVecs, bool kClustered>
+__global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one_cta_row_min_blocks<kSources>())
+    attnres_split_kernel(const AttnResArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // [slots][32] logit partials (lane l: value l), then [slots] output-norm partials.
   extern __shared__ float partials[];
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int cluster_size = int(cluster.num_blocks());
-  const int rank = int(cluster.block_rank());
+  int cluster_size = 1, rank = 0;
+  if constexpr (kClustered) {
+    cluster_size = int(cg::this_cluster().num_blocks());
+    rank = int(cg::this_cluster().block_rank());
+  }
   const AttnResShape& s = a.shape;
   const std::int64_t hidden = s.hidden;
   const std::int64_t t = blockIdx.x / cluster_size;
@@ -104,7 +119,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
   native_device::allow_dependent_launch();
   // A CTA may write a peer's shared memory only once the peer has started: arrive now, wait just
   // before the first remote write, so the wait hides behind the loads.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  if constexpr (kClustered) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 
   // Steps 1-2: p, written back at once.
 #pragma unroll
@@ -136,7 +151,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 #pragma unroll
     for (int i = 0; i < kVec; ++i) gate[v * kVec + i] = nw[i] * qk[i];
   }
-  constexpr bool kPairwiseNorm = kSources <= kMaxPairwiseSources;
+  constexpr bool kPairwiseNorm = kClustered && kSources <= kMaxPairwiseSources;
   const bool pairwise_norm = kPairwiseNorm && s.has_output_norm;
   float sums[32];
 #pragma unroll
@@ -161,9 +176,15 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
     }
   const float warp_total = warp_transpose_sum(sums);  // lane l: this warp's total of value l
   const int my_slot = rank * warps + warp;
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  for (int r = 0; r < cluster_size; ++r) cluster.map_shared_rank(logit_partials, r)[my_slot * 32 + lane] = warp_total;
-  cluster.sync();
+  if constexpr (kClustered) {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    const cg::cluster_group cluster = cg::this_cluster();
+    for (int r = 0; r < cluster_size; ++r) cluster.map_shared_rank(logit_partials, r)[my_slot * 32 + lane] = warp_total;
+    cluster.sync();
+  } else {
+    logit_partials[my_slot * 32 + lane] = warp_total;
+    __syncthreads();
+  }
   float total = 0.f;
   for (int slot = 0; slot < slots; ++slot) total += logit_partials[slot * 32 + lane];
 
@@ -201,14 +222,20 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
     for (int width = 16; width > 0; width /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, width);
     // Rounding can take an exactly cancelling mix a hair below zero.
     scale = rsqrtf(fmaxf(squares, 0.f) * inv_hidden + s.output_norm_eps);
-  } else if (s.has_output_norm) {  // a second exchange across the cluster
+  } else if (s.has_output_norm) {  // a second exchange across the row's CTAs
     float squares = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs * kVec; ++i) squares = fmaf(acc[i], acc[i], squares);
 #pragma unroll
     for (int width = 16; width > 0; width /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, width);
-    if (lane < cluster_size) cluster.map_shared_rank(norm_partials, lane)[my_slot] = squares;
-    cluster.sync();
+    if constexpr (kClustered) {
+      const cg::cluster_group cluster = cg::this_cluster();
+      if (lane < cluster_size) cluster.map_shared_rank(norm_partials, lane)[my_slot] = squares;
+      cluster.sync();
+    } else {
+      if (lane == 0) norm_partials[my_slot] = squares;
+      __syncthreads();
+    }
     float row_squares = lane < slots ? norm_partials[lane] : 0.f;
 #pragma unroll
     for (int width = 16; width > 0; width /= 2) row_squares += __shfl_xor_sync(0xffffffffu, row_squares, width);
@@ -229,11 +256,20 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads) attnres_split_kernel
 using SplitKernel = void (*)(AttnResArgs);
 using native::kMaxSources;
 
-template <int kVecs>
+template <int kVecs, bool kClustered>
 constexpr SplitKernel kSplitKernels[kMaxSources] = {
-    attnres_split_kernel<1, kVecs>, attnres_split_kernel<2, kVecs>, attnres_split_kernel<3, kVecs>,
-    attnres_split_kernel<4, kVecs>, attnres_split_kernel<5, kVecs>, attnres_split_kernel<6, kVecs>,
-    attnres_split_kernel<7, kVecs>, attnres_split_kernel<8, kVecs>, attnres_split_kernel<9, kVecs>};
+    attnres_split_kernel<1, kVecs, kClustered>, attnres_split_kernel<2, kVecs, kClustered>,
+    attnres_split_kernel<3, kVecs, kClustered>, attnres_split_kernel<4, kVecs, kClustered>,
+    attnres_split_kernel<5, kVecs, kClustered>, attnres_split_kernel<6, kVecs, kClustered>,
+    attnres_split_kernel<7, kVecs, kClustered>, attnres_split_kernel<8, kVecs, kClustered>,
+    attnres_split_kernel<9, kVecs, kClustered>};
+
+SplitKernel split_kernel(const native::Plan& plan, int num_blocks) {
+  const bool clustered = plan.cluster > 1;
+  if (plan.vectors_per_thread == 1)
+    return clustered ? kSplitKernels<1, true>[num_blocks] : kSplitKernels<1, false>[num_blocks];
+  return clustered ? kSplitKernels<2, true>[num_blocks] : kSplitKernels<2, false>[num_blocks];
+}
 
 }  // namespace
 
@@ -256,10 +292,11 @@ void launch_native_split(const AttnResArgs& args, const native::Plan& plan, bool
   attributes[0].val.clusterDim.y = 1;
   attributes[0].val.clusterDim.z = 1;
   attributes[1] = programmatic_serialization();
-  config.attrs = attributes;
-  config.numAttrs = programmatic_dependent_launch ? 2 : 1;
-  const SplitKernel kernel =
-      plan.vectors_per_thread == 1 ? kSplitKernels<1>[args.shape.num_blocks] : kSplitKernels<2>[args.shape.num_blocks];
+  // A one-CTA row is launched without a cluster (its kernel uses none).
+  const int first_attribute = plan.cluster > 1 ? 0 : 1;
+  config.attrs = attributes + first_attribute;
+  config.numAttrs = (programmatic_dependent_launch ? 2 : 1) - first_attribute;
+  const SplitKernel kernel = split_kernel(plan, args.shape.num_blocks);
   ATTNRES_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
   ATTNRES_CHECK_LAUNCH("attnres_split_kernel");
 }
