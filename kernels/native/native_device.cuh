@@ -44,9 +44,10 @@ __device__ __forceinline__ uint4 pack_by_conversion(const float* in) {
 // Eight bf16 ones: the output norm weight where there is none.
 __device__ __forceinline__ uint4 bf16_ones() { return make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u); }
 
-// One halving step of warp_transpose_sum: lanes with bit Width set keep the upper half.
-template <int Width>
-__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
+// One halving step of a transposed warp sum: lanes with bit Width set keep the upper half.
+template <int Width, int N>
+__device__ __forceinline__ void transpose_step(float (&v)[N], int lane) {
+  static_assert(2 * Width <= N, "a step halves the values still held");
   const bool upper = (lane & Width) != 0;
 #pragma unroll
   for (int i = 0; i < Width; ++i) {
@@ -68,8 +69,19 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
   return v[0];
 }
 
+// The same for 16 values: lane l returns the warp's total of v[l % 16]. 16 shuffles, where
+// warp_transpose_sum takes 31 (each half-warp transposes, one xor adds the halves).
+__device__ __forceinline__ float warp_transpose_sum(float (&v)[16]) {
+  const int lane = threadIdx.x % 32;
+  transpose_step<8>(v, lane);
+  transpose_step<4>(v, lane);
+  transpose_step<2>(v, lane);
+  transpose_step<1>(v, lane);
+  return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 16);
+}
+
 // Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
-// norm_weight * qk_weight in l = base + s, its sum of squares in l = 16 + base + s): logit_s =
+// norm_weight * qk_weight in l = base + s, its sum of squares in l = kSquares + base + s): logit_s =
 // dot_s * rsqrt(mean(v_s^2) + eps). Two ways, measured on the H200 (docs/design/native-kernel.md):
 //  - every lane sweeps all sources, with a running max and sum (three special-function
 //    instructions per source in every lane, but a short dependency chain): faster up to 5 sources;
@@ -80,14 +92,14 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
 // pairwise max and sum are the same in every lane).
 constexpr int kLaneSoftmaxMinSources = 6;
 
-template <int kSources>
+template <int kSources, int kSquares = 16>
 __device__ __forceinline__ void softmax_weights(float total, int base, float inv_hidden, float eps,
                                                 float (&weight)[kSources]) {
-  static_assert(kSources <= 16, "dot products and sums of squares share one 32-value reduction");
+  static_assert(kSources <= kSquares, "the dot products come before the sums of squares");
   if constexpr (kSources >= kLaneSoftmaxMinSources) {
     const int lane = threadIdx.x % 32;
     const float dot = __shfl_sync(0xffffffffu, total, (base + lane) % 32);
-    const float squares = __shfl_sync(0xffffffffu, total, (16 + base + lane) % 32);
+    const float squares = __shfl_sync(0xffffffffu, total, (kSquares + base + lane) % 32);
     const bool is_source = lane < kSources;
     const float logit = is_source ? dot * rsqrtf(squares * inv_hidden + eps) : -INFINITY;
     float max_logit = logit;
@@ -107,7 +119,7 @@ __device__ __forceinline__ void softmax_weights(float total, int base, float inv
 #pragma unroll
     for (int src = 0; src < kSources; ++src) {
       const float dot = __shfl_sync(0xffffffffu, total, base + src);
-      const float squares = __shfl_sync(0xffffffffu, total, 16 + base + src);
+      const float squares = __shfl_sync(0xffffffffu, total, kSquares + base + src);
       logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
       const float new_max = fmaxf(max_logit, logit[src]);
       weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);

@@ -61,8 +61,9 @@ namespace {
 // Measured on the H200 (docs/design/native-kernel.md, `bench --native-plans`): the first row whose
 // bounds hold the problem gives the plan; past the last, the ring. Up to 16 rows a cluster of 8
 // fetches a row with 8 SMs at once; from 32 rows on, fewer CTAs per row win; from ~96 rows with 8
-// blocks, ~192 with 4 and ~512 with one, the ring's pipelining across rows beats one round trip
-// per row (those bounds were measured at H=7168). At small H the ring's one CTA per SM has too
+// blocks, ~128-192 with 4 and ~320 with 2, the ring's pipelining across rows beats one round trip
+// per row; with one block, one row per CTA wins at every T, two CTAs to an SM (those bounds were
+// measured at H=7168). At small H the ring's one CTA per SM has too
 // few threads (H/16 + 32) to keep the loads in flight, and one row per CTA wins at every T:
 // 1.5-4.4x at H <= 2048, 1.1-1.3x at 3072 with up to 4 blocks, up to 1.14x at 4096 with one
 // (at 3072 with 8 blocks and at 4096 with more than one, the ring). At H=7168 the ring's
@@ -87,6 +88,12 @@ constexpr PolicyRow kPolicy[] = {
     {32, 0, kMaxBlocks, 0, kAnyHidden, {Variant::split, 8, 1}},
     {64, 0, 4, 0, kAnyHidden, {Variant::split, 2, 2}},
     {64, 0, kMaxBlocks, 0, kAnyHidden, {Variant::split, 2, 1}},
+    // One row per CTA, measured on an H100 at H=7168 against every plan: with 1 block at every T
+    // from 65 on (two CTAs share an SM; T=4096 102 µs against the ring's 112-119), with 2 blocks
+    // up to T=320, with 3-4 up to T=128.
+    {kSplitGridTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
+    {320, 2, 2, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
+    {128, 3, 4, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
     {128, 0, 2, 0, kAnyHidden, {Variant::split, 1, 2}},
     {192, 0, 4, 0, kAnyHidden, {Variant::split, 2, 2}},
     {512, 0, 1, 0, kAnyHidden, {Variant::split, 2, 2}},
@@ -96,8 +103,7 @@ constexpr PolicyRow kPolicy[] = {
     {kSplitGridTokens, 0, 1, 2560, 3072, {Variant::split, 1, 2}},
     {kSplitGridTokens, 2, 4, 2560, 3072, {Variant::split, 2, 2}},
     {kSplitGridTokens, 0, 1, 3584, 4096, {Variant::split, 2, 2}},
-    // 1 block: cp.async lost 2-3 % at T=1024, won 5-11 % from 4096 on.
-    {1024, 1, 1, kKimiK3Hidden, kKimiK3Hidden, Plan{}},
+    // 1 block past the split grid: cp.async lost 2-3 % at T=1024, won 5-11 % from 4096 on (H200).
     {kAnyTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, kRingCpAsync},
     // 2-8 blocks: 1-9 % faster than bulk copies from T=320 on; at 3 blocks the one-row iteration
     // it gets is 5-8 % faster than paired rows' bulk copies.

@@ -18,7 +18,9 @@ enum class Variant {
   ring_cp_async,
   // One row per thread-block cluster of `cluster` CTAs, each taking a slice of H; every load of
   // the row issued up front into registers; partial logits and the output norm's sum of
-  // squares exchanged through distributed shared memory: the small-T kernel.
+  // squares exchanged through distributed shared memory (a one-CTA row launches without a
+  // cluster and exchanges through its own): the small-T kernel, and at H=7168 with one block
+  // the kernel at every T.
   split,
 };
 

@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   }
   auto source = [&](int src, int v) { return src == 0 || src - 1 == write_idx ? raw[0][v] : raw[src][v]; };
 
-  // Step 4: this thread's partial dot products (slots 0..8), sums of squares (16..24) and, with
-  // an output norm and few sources, pairwise products (pair_slot).
+  // Step 4: this thread's partial dot products (slots 0..8), sums of squares (kSquares..) and, with
+  // an output norm and few sources in a cluster, pairwise products (pair_slot). Without pairs and
+  // with at most 8 sources the values fit 16 slots, which take half the shuffles to reduce.
   float gate[kVecs * kVec];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
@@ -153,9 +154,11 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   }
   constexpr bool kPairwiseNorm = kClustered && kSources <= kMaxPairwiseSources;
   const bool pairwise_norm = kPairwiseNorm && s.has_output_norm;
-  float sums[32];
+  constexpr int kValues = !kPairwiseNorm && 2 * kSources <= 16 ? 16 : 32;
+  constexpr int kSquares = kValues / 2;
+  float sums[kValues];
 #pragma unroll
-  for (int k = 0; k < 32; ++k) sums[k] = 0.f;
+  for (int k = 0; k < kValues; ++k) sums[k] = 0.f;
 #pragma unroll
   for (int v = 0; v < kVecs; ++v)
 #pragma unroll
@@ -165,16 +168,17 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
       for (int src = 0; src < kSources; ++src) {
         x[src] = element_of(source(src, v), i);
         sums[src] = fmaf(x[src], gate[v * kVec + i], sums[src]);
-        sums[16 + src] = fmaf(x[src], x[src], sums[16 + src]);
+        sums[kSquares + src] = fmaf(x[src], x[src], sums[kSquares + src]);
       }
-      if (pairwise_norm)
+      if constexpr (kPairwiseNorm)
+        if (pairwise_norm)
 #pragma unroll
-        for (int src = 0; src < kSources; ++src)
+          for (int src = 0; src < kSources; ++src)
 #pragma unroll
-          for (int other = src + 1; other < kSources; ++other)
-            sums[pair_slot(src, other)] = fmaf(x[src], x[other], sums[pair_slot(src, other)]);
+            for (int other = src + 1; other < kSources; ++other)
+              sums[pair_slot(src, other)] = fmaf(x[src], x[other], sums[pair_slot(src, other)]);
     }
-  const float warp_total = warp_transpose_sum(sums);  // lane l: this warp's total of value l
+  const float warp_total = warp_transpose_sum(sums);  // lane l: this warp's total of value l % kValues
   const int my_slot = rank * warps + warp;
   if constexpr (kClustered) {
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
@@ -190,7 +194,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
 
   const float inv_hidden = 1.0f / float(s.hidden);
   float weight[kSources];
-  native_device::softmax_weights(total, 0, inv_hidden, s.eps, weight);
+  native_device::softmax_weights<kSources, kSquares>(total, 0, inv_hidden, s.eps, weight);
   float acc[kVecs * kVec];
 #pragma unroll
   for (int i = 0; i < kVecs * kVec; ++i) acc[i] = 0.f;
@@ -207,13 +211,13 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
 
   // Step 5: the output RMSNorm over the whole row.
   float scale = 1.f;
-  if (pairwise_norm) {
+  if (kPairwiseNorm && pairwise_norm) {
     // sum_s w_s^2 <v_s, v_s> + 2 sum_s<t w_s w_t <v_s, v_t>: each lane adds the terms of the value
     // it holds; the xor butterfly leaves the same sum in every lane of every CTA of the row.
     float squares = 0.f;
 #pragma unroll
     for (int src = 0; src < kSources; ++src) {
-      if (lane == 16 + src) squares = weight[src] * weight[src] * total;
+      if (lane == kSquares + src) squares = weight[src] * weight[src] * total;
 #pragma unroll
       for (int other = src + 1; other < kSources; ++other)
         if (lane == pair_slot(src, other)) squares = 2.f * weight[src] * weight[other] * total;

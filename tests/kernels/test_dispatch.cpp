@@ -102,16 +102,21 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(33, 4), "split/2x2");
   EXPECT_EQ(pick(64, 8), "split/2x1");
   EXPECT_EQ(pick(65, 8), "ring/cp.async");
+  EXPECT_EQ(pick(64, 1), "split/2x2");
+  EXPECT_EQ(pick(65, 1), "split/1x2");
   EXPECT_EQ(pick(100, 2), "split/1x2");
-  EXPECT_EQ(pick(100, 3), "split/2x2");
+  EXPECT_EQ(pick(100, 3), "split/1x2");
+  EXPECT_EQ(pick(128, 4), "split/1x2");
+  EXPECT_EQ(pick(129, 4), "split/2x2");
   EXPECT_EQ(pick(129, 0), "split/2x2");
   EXPECT_EQ(pick(192, 4), "split/2x2");
   EXPECT_EQ(pick(193, 4), "ring/cp.async");
-  EXPECT_EQ(pick(200, 2), "ring/cp.async");
-  EXPECT_EQ(pick(512, 1), "split/2x2");
-  EXPECT_EQ(pick(513, 1), "ring");
-  EXPECT_EQ(pick(1024, 1), "ring");
-  EXPECT_EQ(pick(1025, 1), "ring/cp.async");
+  EXPECT_EQ(pick(320, 2), "split/1x2");
+  EXPECT_EQ(pick(321, 2), "ring/cp.async");
+  EXPECT_EQ(pick(512, 0), "split/2x2");
+  EXPECT_EQ(pick(513, 0), "ring");
+  EXPECT_EQ(pick(16384, 1), "split/1x2");
+  EXPECT_EQ(pick(std::int64_t(1) << 40, 1), "ring/cp.async");
   EXPECT_EQ(pick(129, 5), "ring/cp.async");
   EXPECT_EQ(pick(4096, 7), "ring/cp.async");
   EXPECT_EQ(pick(4096, 0), "ring");
@@ -218,6 +223,7 @@ TEST(NativePlan, RingPairsRowsOnlyWithFewSourcesAndStagesToSpare) {
   EXPECT_EQ(h200_ring_layout(4096, 4, true, 4096), "1x16");  // 5 sources
   EXPECT_EQ(h200_ring_layout(4096, 6, true, 4096), "1x16");
   EXPECT_EQ(h200_ring_layout(4096, 8, true, 7168 + 512), "1x12");
+  EXPECT_EQ(h200_ring_layout(600, 1, true, 7168 + 512), "2x10");  // cases/ring.json: a lone last row
   EXPECT_FALSE(native::ring_layout(4096, 8, true, 7168, 132, 158192).has_value());  // 10 loads, 8 stages
 }
 
