@@ -57,27 +57,22 @@ __device__ __forceinline__ void transpose_step(float (&v)[N], int lane) {
   }
 }
 
-// Sum over the warp of 32 values per lane, transposed: lane l returns the warp's total of
-// v[l]. 31 shuffles for all 32 values, against 5 per value done one at a time.
-__device__ __forceinline__ float warp_transpose_sum(float (&v)[32]) {
+// Sum over the warp of N (32 or 16) values per lane, transposed: lane l returns the warp's total
+// of v[l % N]. 31 shuffles for 32 values, 16 for 16 (each half-warp transposes, one xor adds the
+// halves), against 5 per value done one at a time.
+template <int N>
+__device__ __forceinline__ float warp_transpose_sum(float (&v)[N]) {
+  static_assert(N == 16 || N == 32, "a transposed sum over the warp or over each half of it");
   const int lane = threadIdx.x % 32;
-  transpose_step<16>(v, lane);
+  if constexpr (N == 32) transpose_step<16>(v, lane);
   transpose_step<8>(v, lane);
   transpose_step<4>(v, lane);
   transpose_step<2>(v, lane);
   transpose_step<1>(v, lane);
-  return v[0];
-}
-
-// The same for 16 values: lane l returns the warp's total of v[l % 16]. 16 shuffles, where
-// warp_transpose_sum takes 31 (each half-warp transposes, one xor adds the halves).
-__device__ __forceinline__ float warp_transpose_sum(float (&v)[16]) {
-  const int lane = threadIdx.x % 32;
-  transpose_step<8>(v, lane);
-  transpose_step<4>(v, lane);
-  transpose_step<2>(v, lane);
-  transpose_step<1>(v, lane);
-  return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 16);
+  if constexpr (N == 16)
+    return v[0] + __shfl_xor_sync(0xffffffffu, v[0], 16);
+  else
+    return v[0];
 }
 
 // Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
