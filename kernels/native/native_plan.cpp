@@ -90,7 +90,8 @@ constexpr PolicyRow kPolicy[] = {
     // One row per CTA, measured on an H100 at H=7168 against every plan: with 5 blocks from T=33
     // (T=64 7.3 µs against split/2x1's 7.8, T=128 9.4 against the ring's 11.0), with 1 block at
     // every T from 65 on (two CTAs share an SM; T=4096 102 µs against the ring's 112-119), with 2
-    // blocks up to T=320, with 3-4 up to T=128.
+    // blocks up to T=320, with 3-4 up to T=128. The 5-block row comes before the T <= 64 row below,
+    // which would otherwise take it.
     {128, 5, 5, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
     {64, 0, kMaxBlocks, 0, kAnyHidden, {Variant::split, 2, 1}},
     {kSplitGridTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},

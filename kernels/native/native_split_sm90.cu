@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
         sums[src] = fmaf(x[src], gate[v * kVec + i], sums[src]);
         sums[kSquares + src] = fmaf(x[src], x[src], sums[kSquares + src]);
       }
+      // Not compiled without pairs: with 16 values some pair slots would fall past the array.
       if constexpr (kPairwiseNorm)
         if (pairwise_norm)
 #pragma unroll
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
 
   // Step 5: the output RMSNorm over the whole row.
   float scale = 1.f;
-  if (kPairwiseNorm && pairwise_norm) {
+  if (pairwise_norm) {
     // sum_s w_s^2 <v_s, v_s> + 2 sum_s<t w_s w_t <v_s, v_t>: each lane adds the terms of the value
     // it holds; the xor butterfly leaves the same sum in every lane of every CTA of the row.
     float squares = 0.f;
