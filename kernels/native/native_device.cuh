@@ -77,32 +77,34 @@ __device__ __forceinline__ float warp_transpose_sum(float (&v)[N]) {
 
 // Step 4's softmax from a row's reduced totals (lane l holds value l: source s's dot product with
 // norm_weight * qk_weight in l = base + s, its sum of squares in l = kSquares + base + s): logit_s =
-// dot_s * rsqrt(mean(v_s^2) + eps). Two ways, measured on the H200 (docs/design/native-kernel.md):
-//  - every lane sweeps all sources, with a running max and sum (three special-function
-//    instructions per source in every lane, but a short dependency chain): faster up to 5 sources;
-//  - lane s takes source s (one rsqrt, one exp, one reciprocal per lane, xor butterflies for the
-//    max and the sum, the weights broadcast back): from kLaneSoftmaxMinSources on, where the
-//    sweep's special-function instructions were the longest step between a reduction and the mix.
-// Either way every lane of every warp and CTA of a row ends with the same bits (a butterfly's
-// pairwise max and sum are the same in every lane).
+// dot_s * rsqrt(mean(v_s^2) + eps), computed once, in lane s. Then, measured on the H200 and the
+// H100 (docs/design/native-kernel.md):
+//  - up to 5 sources every lane takes all logits by shuffle and finishes alone: a max and a sum
+//    over a few registers, one exp per source and one reciprocal. Its chain is short and it takes
+//    kSources + 2 special-function instructions a lane, where a running max and sum in every lane
+//    (one rsqrt and two exps per source) took three per source;
+//  - from kLaneSoftmaxMinSources on, lane s keeps source s: one exp and one reciprocal a lane, xor
+//    butterflies for the max and the sum, the weights broadcast back.
+// Either way every lane of every warp and CTA of a row ends with the same bits (each does the same
+// operations on the same values; a butterfly's pairwise max and sum are the same in every lane).
 constexpr int kLaneSoftmaxMinSources = 6;
 
 template <int kSources, int kSquares = 16>
 __device__ __forceinline__ void softmax_weights(float total, int base, float inv_hidden, float eps,
                                                 float (&weight)[kSources]) {
   static_assert(kSources <= kSquares, "the dot products come before the sums of squares");
+  const int lane = threadIdx.x % 32;
+  const float dot = __shfl_sync(0xffffffffu, total, (base + lane) % 32);
+  const float squares = __shfl_sync(0xffffffffu, total, (kSquares + base + lane) % 32);
+  const bool is_source = lane < kSources;
+  const float own_logit = is_source ? dot * rsqrtf(squares * inv_hidden + eps) : -INFINITY;
   if constexpr (kSources >= kLaneSoftmaxMinSources) {
-    const int lane = threadIdx.x % 32;
-    const float dot = __shfl_sync(0xffffffffu, total, (base + lane) % 32);
-    const float squares = __shfl_sync(0xffffffffu, total, (kSquares + base + lane) % 32);
-    const bool is_source = lane < kSources;
-    const float logit = is_source ? dot * rsqrtf(squares * inv_hidden + eps) : -INFINITY;
-    float max_logit = logit;
+    float max_logit = own_logit;
 #pragma unroll
     for (int width = 16; width > 0; width /= 2)
       max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, width));
     // fmaxf skips a NaN logit, but its exp, hence the sum and every weight, is NaN.
-    const float unnormalised = is_source ? __expf(logit - max_logit) : 0.f;
+    const float unnormalised = is_source ? __expf(own_logit - max_logit) : 0.f;
     float sum = unnormalised;
 #pragma unroll
     for (int width = 16; width > 0; width /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, width);
@@ -110,19 +112,21 @@ __device__ __forceinline__ void softmax_weights(float total, int base, float inv
 #pragma unroll
     for (int src = 0; src < kSources; ++src) weight[src] = __shfl_sync(0xffffffffu, own_weight, src);
   } else {
-    float logit[kSources], max_logit = -INFINITY, weight_sum = 0.f;
+    float logit[kSources];
+#pragma unroll
+    for (int src = 0; src < kSources; ++src) logit[src] = __shfl_sync(0xffffffffu, own_logit, src);
+    float max_logit = logit[0];
+#pragma unroll
+    for (int src = 1; src < kSources; ++src) max_logit = fmaxf(max_logit, logit[src]);
+    float sum = 0.f;
 #pragma unroll
     for (int src = 0; src < kSources; ++src) {
-      const float dot = __shfl_sync(0xffffffffu, total, base + src);
-      const float squares = __shfl_sync(0xffffffffu, total, kSquares + base + src);
-      logit[src] = dot * rsqrtf(squares * inv_hidden + eps);
-      const float new_max = fmaxf(max_logit, logit[src]);
-      weight_sum = weight_sum * __expf(max_logit - new_max) + __expf(logit[src] - new_max);
-      max_logit = new_max;
+      weight[src] = __expf(logit[src] - max_logit);  // a NaN logit makes every weight NaN, as above
+      sum += weight[src];
     }
-    const float inv_sum = 1.0f / weight_sum;
+    const float inv_sum = 1.0f / sum;
 #pragma unroll
-    for (int src = 0; src < kSources; ++src) weight[src] = __expf(logit[src] - max_logit) * inv_sum;
+    for (int src = 0; src < kSources; ++src) weight[src] *= inv_sum;
   }
 }
 
