@@ -100,7 +100,8 @@ constexpr PolicyRow kPolicy[] = {
     {128, 0, 2, 0, kAnyHidden, {Variant::split, 1, 2}},
     {192, 0, 4, 0, kAnyHidden, {Variant::split, 2, 2}},
     {512, 0, 1, 0, kAnyHidden, {Variant::split, 2, 2}},
-    // One vector per thread from 6 sources on: split/Cx2 spills there (docs/design/native-kernel.md).
+    // One vector per thread from 6 sources on: measured faster while split/Cx2 spilled there, not since
+    // (docs/design/native-kernel.md, s14 and s19).
     {kSplitGridTokens, 0, 4, 0, 2048, {Variant::split, 1, 2}},
     {kSplitGridTokens, 5, kMaxBlocks, 0, 2048, {Variant::split, 1, 1}},
     {kSplitGridTokens, 0, 1, 2560, 3072, {Variant::split, 1, 2}},

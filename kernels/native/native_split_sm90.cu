@@ -89,31 +89,35 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   for (int v = 0; v < kVecs; ++v) element[v] = (rank * slice_vectors + c + v * owners) * kVec;
   const int write_idx = s.block_write_idx;
 
+  // Each row's base address is the same in every thread (uniform registers); a load adds this
+  // thread's element offset to it. Every load is unconditional: what the row does not read (the
+  // written block, which is p; delta or the output norm weight when absent) is pointed at a row
+  // that is read anyway, so it costs no DRAM traffic, and its value is not used.
+  bf16_bits* const prefix_row = a.prefix + t * hidden;
+  const bf16_bits* const delta_row = s.has_delta ? a.delta + t * hidden : prefix_row;
+  const bf16_bits* const output_norm_weight = s.has_output_norm ? a.output_norm_weight : a.norm_weight;
+  const bf16_bits* block_row[kSources];
+#pragma unroll
+  for (int src = 1; src < kSources; ++src)
+    block_row[src] = src - 1 == write_idx
+                         ? prefix_row
+                         : a.blocks + t * a.strides.blocks_token + std::int64_t(src - 1) * a.strides.blocks_row;
+
   native_device::wait_for_previous_grid();
-  // Every load of the row, in flight at once. Source 0 is p; source src >= 1 is block src - 1,
-  // except the written block, which is p itself and is not read.
+  // Every load of the row, in flight at once, issued before anything else is computed. Source 0
+  // is p; source src >= 1 is block src - 1, the written block set from p below. A thread past the
+  // row's vectors loads nothing and adds nothing to the row's sums.
   uint4 raw[kSources][kVecs], delta_raw[kVecs], nw_raw[kVecs], qk_raw[kVecs], ow_raw[kVecs];
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-#pragma unroll
-  for (int v = 0; v < kVecs; ++v) {
-    delta_raw[v] = nw_raw[v] = qk_raw[v] = zero;
-    ow_raw[v] = native_device::bf16_ones();
-#pragma unroll
-    for (int src = 0; src < kSources; ++src) raw[src][v] = zero;
-  }
   if (owner) {
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
-      raw[0][v] = load_once(a.prefix + t * hidden + element[v]);
-      if (s.has_delta) delta_raw[v] = load_once(a.delta + t * hidden + element[v]);
+      raw[0][v] = load_once(prefix_row + element[v]);
+      delta_raw[v] = load_once(delta_row + element[v]);
 #pragma unroll
-      for (int src = 1; src < kSources; ++src)
-        if (src - 1 != write_idx)
-          raw[src][v] = load_once(a.blocks + t * a.strides.blocks_token + std::int64_t(src - 1) * a.strides.blocks_row +
-                                  element[v]);
+      for (int src = 1; src < kSources; ++src) raw[src][v] = load_once(block_row[src] + element[v]);
       nw_raw[v] = *reinterpret_cast<const uint4*>(a.norm_weight + element[v]);
       qk_raw[v] = *reinterpret_cast<const uint4*>(a.qk_weight + element[v]);
-      if (s.has_output_norm) ow_raw[v] = *reinterpret_cast<const uint4*>(a.output_norm_weight + element[v]);
+      ow_raw[v] = *reinterpret_cast<const uint4*>(output_norm_weight + element[v]);
     }
   }
   native_device::allow_dependent_launch();
@@ -124,21 +128,26 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   // Steps 1-2: p, written back at once.
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    float x[kVec], d[kVec];
-    unpack(raw[0][v], x);
-    unpack(delta_raw[v], d);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) x[i] += d[i];
     // Without delta, p is prefix bit for bit (-0.0 + 0.0 would lose the sign).
-    raw[0][v] = s.has_delta ? pack_by_conversion(x) : raw[0][v];
+    if (s.has_delta) {
+      float x[kVec], d[kVec];
+      unpack(raw[0][v], x);
+      unpack(delta_raw[v], d);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) x[i] += d[i];
+      raw[0][v] = pack_by_conversion(x);
+    }
+#pragma unroll
+    for (int src = 1; src < kSources; ++src)
+      if (src - 1 == write_idx) raw[src][v] = raw[0][v];
     if (owner) {
-      *reinterpret_cast<uint4*>(a.prefix + t * hidden + element[v]) = raw[0][v];
+      *reinterpret_cast<uint4*>(prefix_row + element[v]) = raw[0][v];
       if (write_idx >= 0)
         *reinterpret_cast<uint4*>(a.blocks + t * a.strides.blocks_token +
                                   std::int64_t(write_idx) * a.strides.blocks_row + element[v]) = raw[0][v];
     }
   }
-  auto source = [&](int src, int v) { return src == 0 || src - 1 == write_idx ? raw[0][v] : raw[src][v]; };
+  auto source = [&](int src, int v) { return raw[src][v]; };
 
   // Step 4: this thread's partial dot products (slots 0..8), sums of squares (kSquares..) and, with
   // an output norm and few sources in a cluster, pairwise products (pair_slot). Without pairs and
@@ -159,26 +168,27 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   float sums[kValues];
 #pragma unroll
   for (int k = 0; k < kValues; ++k) sums[k] = 0.f;
+  if (owner)
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v)
+    for (int v = 0; v < kVecs; ++v)
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      float x[kSources];
+      for (int i = 0; i < kVec; ++i) {
+        float x[kSources];
 #pragma unroll
-      for (int src = 0; src < kSources; ++src) {
-        x[src] = element_of(source(src, v), i);
-        sums[src] = fmaf(x[src], gate[v * kVec + i], sums[src]);
-        sums[kSquares + src] = fmaf(x[src], x[src], sums[kSquares + src]);
+        for (int src = 0; src < kSources; ++src) {
+          x[src] = element_of(source(src, v), i);
+          sums[src] = fmaf(x[src], gate[v * kVec + i], sums[src]);
+          sums[kSquares + src] = fmaf(x[src], x[src], sums[kSquares + src]);
+        }
+        // Not compiled without pairs: with 16 values some pair slots would fall past the array.
+        if constexpr (kPairwiseNorm)
+          if (pairwise_norm)
+#pragma unroll
+            for (int src = 0; src < kSources; ++src)
+#pragma unroll
+              for (int other = src + 1; other < kSources; ++other)
+                sums[pair_slot(src, other)] = fmaf(x[src], x[other], sums[pair_slot(src, other)]);
       }
-      // Not compiled without pairs: with 16 values some pair slots would fall past the array.
-      if constexpr (kPairwiseNorm)
-        if (pairwise_norm)
-#pragma unroll
-          for (int src = 0; src < kSources; ++src)
-#pragma unroll
-            for (int other = src + 1; other < kSources; ++other)
-              sums[pair_slot(src, other)] = fmaf(x[src], x[other], sums[pair_slot(src, other)]);
-    }
   const float warp_total = warp_transpose_sum(sums);  // lane l: this warp's total of value l % kValues
   const int my_slot = rank * warps + warp;
   if constexpr (kClustered) {
@@ -229,8 +239,9 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
     scale = rsqrtf(fmaxf(squares, 0.f) * inv_hidden + s.output_norm_eps);
   } else if (s.has_output_norm) {  // a second exchange across the row's CTAs
     float squares = 0.f;
+    if (owner)
 #pragma unroll
-    for (int i = 0; i < kVecs * kVec; ++i) squares = fmaf(acc[i], acc[i], squares);
+      for (int i = 0; i < kVecs * kVec; ++i) squares = fmaf(acc[i], acc[i], squares);
 #pragma unroll
     for (int width = 16; width > 0; width /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, width);
     if constexpr (kClustered) {
@@ -249,10 +260,15 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   if (!owner) return;
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    float ow[kVec], out[kVec];
-    unpack(ow_raw[v], ow);
+    float out[kVec];
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) out[i] = acc[v * kVec + i] * scale * ow[i];
+    for (int i = 0; i < kVec; ++i) out[i] = acc[v * kVec + i];
+    if (s.has_output_norm) {
+      float ow[kVec];
+      unpack(ow_raw[v], ow);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) out[i] = out[i] * scale * ow[i];
+    }
     *reinterpret_cast<uint4*>(a.output + t * hidden + element[v]) = pack_by_conversion(out);
   }
 #endif
