@@ -97,6 +97,9 @@ constexpr PolicyRow kPolicy[] = {
     {kSplitGridTokens, 1, 1, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
     {320, 2, 2, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
     {128, 3, 4, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
+    // 6-8 blocks from T=65 to 128, once every load was issued first (s19; H100): T=96 9.4-11.2 µs
+    // against ring/cp.async's 10.2-12.1, T=128 10.6-13.0 against 11.8-13.9; at T=192 the ring wins.
+    {128, 6, 8, kKimiK3Hidden, kKimiK3Hidden, {Variant::split, 1, 2}},
     {128, 0, 2, 0, kAnyHidden, {Variant::split, 1, 2}},
     {192, 0, 4, 0, kAnyHidden, {Variant::split, 2, 2}},
     {512, 0, 1, 0, kAnyHidden, {Variant::split, 2, 2}},

@@ -104,7 +104,10 @@ TEST(NativePlan, PolicyTablePicksTheMeasuredPlans) {
   EXPECT_EQ(pick(33, 5), "split/1x2");
   EXPECT_EQ(pick(128, 5), "split/1x2");
   EXPECT_EQ(pick(64, 6), "split/2x1");
-  EXPECT_EQ(pick(65, 8), "ring/cp.async");
+  EXPECT_EQ(pick(65, 8), "split/1x2");
+  EXPECT_EQ(pick(96, 6), "split/1x2");
+  EXPECT_EQ(pick(128, 7), "split/1x2");
+  EXPECT_EQ(pick(129, 8), "ring/cp.async");
   EXPECT_EQ(pick(64, 1), "split/2x2");
   EXPECT_EQ(pick(65, 1), "split/1x2");
   EXPECT_EQ(pick(100, 2), "split/1x2");
