@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
   for (int v = 0; v < kVecs; ++v) element[v] = (rank * slice_vectors + c + v * owners) * kVec;
   const int write_idx = s.block_write_idx;
 
-  // Each row's base address is the same in every thread (uniform registers); a load adds this
-  // thread's element offset to it. Every load is unconditional: what the row does not read (the
+  // Each row's base address is the same in every thread, computed once from the parameters; a
+  // load adds this thread's element offset to it. Every load is unconditional: what the row does not read (the
   // written block, which is p; delta or the output norm weight when absent) is pointed at a row
   // that is read anyway, so it costs no DRAM traffic, and its value is not used.
   bf16_bits* const prefix_row = a.prefix + t * hidden;
@@ -147,7 +147,6 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
                                   std::int64_t(write_idx) * a.strides.blocks_row + element[v]) = raw[0][v];
     }
   }
-  auto source = [&](int src, int v) { return raw[src][v]; };
 
   // Step 4: this thread's partial dot products (slots 0..8), sums of squares (kSquares..) and, with
   // an output norm and few sources in a cluster, pairwise products (pair_slot). Without pairs and
@@ -176,7 +175,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
         float x[kSources];
 #pragma unroll
         for (int src = 0; src < kSources; ++src) {
-          x[src] = element_of(source(src, v), i);
+          x[src] = element_of(raw[src][v], i);
           sums[src] = fmaf(x[src], gate[v * kVec + i], sums[src]);
           sums[kSquares + src] = fmaf(x[src], x[src], sums[kSquares + src]);
         }
@@ -214,7 +213,7 @@ __global__ void __launch_bounds__(native::kSplitMaxThreads, kClustered ? 1 : one
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       float x[kVec];
-      unpack(source(src, v), x);
+      unpack(raw[src][v], x);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) acc[v * kVec + i] = fmaf(weight[src], x[i], acc[v * kVec + i]);
     }
