@@ -34,7 +34,13 @@ json point_json(const BenchPoint& p, const BenchResults& results) {
   if (p.native_pdl) point["native_pdl"] = timing(*p.native_pdl, p.bytes, results.copy_bandwidth, false);
   if (!p.native_plans.empty()) {
     json plans = json::object();
-    for (const auto& [plan, m] : p.native_plans) plans[plan] = {{"median_us", *m.median_ms * 1e3}, {"check", m.check}};
+    const auto plan_timing = [](const Measurement& m) {
+      return json{{"median_us", *m.median_ms * 1e3}, {"check", m.check}};
+    };
+    for (const PlanMeasurement& timed : p.native_plans) {
+      json& plan = plans[timed.plan] = plan_timing(timed.plain);
+      if (timed.with_pdl) plan["pdl"] = plan_timing(*timed.with_pdl);
+    }
     point["native_plans"] = plans;
   }
   if (p.kernel) {

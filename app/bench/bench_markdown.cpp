@@ -71,14 +71,18 @@ std::string bench_markdown(const BenchResults& results) {
                     p.num_blocks, p.bytes / 1e6, p.same_bytes_copy_ms * 1e3, native_cells, pdl_cell, portable_ms * 1e3,
                     p.bytes / (portable_ms * 1e-3) / 1e12, ratio, kernel_cells, p.cublas_reference_ms, check);
     if (p.native_plans.empty()) continue;
+    const auto time_cell = [](const Measurement& m) {
+      return fmt::format("{:.1f}{}", *m.median_ms * 1e3, m.ok() ? "" : " INCORRECT");
+    };
     std::string cells;
-    for (const auto& [plan, m] : p.native_plans)
-      cells += fmt::format(" {:.1f}{}{} |", *m.median_ms * 1e3, plan == p.native_plan ? "*" : "",
-                           m.ok() ? "" : " INCORRECT");
+    for (const PlanMeasurement& timed : p.native_plans)
+      cells += fmt::format(" {}{}{} |", time_cell(timed.plain), timed.plan == p.native_plan ? "*" : "",
+                           timed.with_pdl ? " / " + time_cell(*timed.with_pdl) : "");
     plan_rows += fmt::format("| {} | {} |{}\n", p.tokens, p.num_blocks, cells);
   }
   if (!results.plans.empty()) {
-    table += "\nEvery plan of the native kernel, median µs (`*`: the plan it picks):\n\n| T | blocks |";
+    table += fmt::format("\nEvery plan of the native kernel, median µs{} (`*`: the plan it picks):\n\n| T | blocks |",
+                         results.pdl ? ", without / with PDL" : "");
     std::string rule = "|---:|---:|";
     for (const std::string& plan : results.plans) {
       table += " " + plan + " |";

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace attnres {
@@ -15,7 +14,7 @@ struct BenchRequest {
   std::vector<int> blocks{1, 4, 8};
   int hidden = 7168;
   int repeats = 50;
-  bool pdl = false;           // also time the native kernel with programmatic dependent launch
+  bool pdl = false;           // also time the native kernel (and with native_plans, each plan) with PDL
   bool native_plans = false;  // also time every native plan, not only the one chosen
 };
 
@@ -25,6 +24,13 @@ struct Measurement {
   std::optional<double> median_ms;  // nothing where it refused
   std::string timed = "graph";      // graph replays, or "events" around each launch (host overhead included)
   bool ok() const { return check.rfind("ok", 0) == 0; }
+};
+
+// One native plan at a point: launched plainly, and with programmatic dependent launch under --pdl.
+struct PlanMeasurement {
+  std::string plan;
+  Measurement plain;
+  std::optional<Measurement> with_pdl;
 };
 
 // A kernel that runs at a point, or why it does not.
@@ -44,7 +50,7 @@ struct BenchPoint {
   KernelAtPoint native;
   std::string native_plan;                                        // where native runs: the plan it picks
   std::optional<Measurement> native_pdl;                          // with --pdl, where native runs
-  std::vector<std::pair<std::string, Measurement>> native_plans;  // with --native-plans, in all_plans order
+  std::vector<PlanMeasurement> native_plans;                      // with --native-plans, in all_plans order
   std::optional<KernelAtPoint> kernel;                            // with --kernel
 };
 

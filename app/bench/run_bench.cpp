@@ -141,13 +141,20 @@ BenchResults run_bench(const BenchRequest& request, const BackendOptions& kernel
           point.native_pdl = measure(entry_launcher("native", pdl));
         }
         if (request.native_plans)
-          for (const native::Plan& plan : native::all_plans(request.hidden))
-            point.native_plans.emplace_back(native::to_string(plan),
-                                            measure([plan](const AttnResArgs& a, cudaStream_t s) {
-                                              NativeLaunchOptions options;
-                                              options.plan = plan;
-                                              launch_native(a, options, s);
-                                            }));
+          for (const native::Plan& plan : native::all_plans(request.hidden)) {
+            const auto plan_launcher = [plan](bool pdl) -> Launcher {
+              return [plan, pdl](const AttnResArgs& a, cudaStream_t s) {
+                NativeLaunchOptions options;
+                options.plan = plan;
+                options.programmatic_dependent_launch = pdl;
+                launch_native(a, options, s);
+              };
+            };
+            PlanMeasurement& timed = point.native_plans.emplace_back();
+            timed.plan = native::to_string(plan);
+            timed.plain = measure(plan_launcher(false));
+            if (request.pdl) timed.with_pdl = measure(plan_launcher(true));
+          }
       } else {
         point.native.not_run = decision.reason;
       }

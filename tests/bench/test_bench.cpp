@@ -32,8 +32,9 @@ BenchResults sample() {
   native.native.measured = Measurement{"ok (max-abs 0.0156)", 0.002, "graph"};
   native.native_plan = "split/1x2";
   native.native_pdl = Measurement{"ok (max-abs 0.0156)", 0.0019, "graph"};
-  native.native_plans = {{"ring", {"INCORRECT: max-abs 9", 0.0025, "graph"}},
-                         {"split/1x2", {"ok (max-abs 0.0156)", 0.002, "graph"}}};
+  native.native_plans = {
+      {"ring", {"INCORRECT: max-abs 9", 0.0025, "graph"}, Measurement{"ok (max-abs 0.0156)", 0.0023, "graph"}},
+      {"split/1x2", {"ok (max-abs 0.0156)", 0.002, "graph"}, Measurement{"INCORRECT: max-abs 7", 0.0018, "graph"}}};
   native.kernel = KernelAtPoint{Measurement{"REFUSED: padded rows", std::nullopt, "graph"}, ""};
   BenchPoint without_native = native;
   without_native.tokens = 1;
@@ -61,7 +62,8 @@ TEST(BenchPrinters, MarkdownRowsSayEachKernelsTimeCheckAndPlan) {
             std::string::npos)
       << markdown;
   EXPECT_NE(markdown.find("| T | blocks | ring | split/1x2 |"), std::string::npos);
-  EXPECT_NE(markdown.find("| 320 | 4 | 2.5 INCORRECT | 2.0* |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("Every plan of the native kernel, median µs, without / with PDL"), std::string::npos);
+  EXPECT_NE(markdown.find("| 320 | 4 | 2.5 INCORRECT / 2.3 | 2.0* / 1.8 INCORRECT |"), std::string::npos) << markdown;
   EXPECT_EQ(markdown.find("| 1 | 4 | 2."), std::string::npos) << "a point without the native kernel has no plan row";
 }
 
@@ -76,6 +78,8 @@ TEST(BenchPrinters, JsonHoldsEveryMeasurementAndWhyOneDidNotRun) {
   EXPECT_EQ(first["native"]["plan"], "split/1x2");
   EXPECT_DOUBLE_EQ(first["native_pdl"]["median_us"].get<double>(), 1.9);
   EXPECT_EQ(first["native_plans"]["ring"]["check"], "INCORRECT: max-abs 9");
+  EXPECT_DOUBLE_EQ(first["native_plans"]["ring"]["pdl"]["median_us"].get<double>(), 2.3);
+  EXPECT_EQ(first["native_plans"]["split/1x2"]["pdl"]["check"], "INCORRECT: max-abs 7");
   EXPECT_DOUBLE_EQ(first["same_bytes_copy_us"].get<double>(), 1.5);
   EXPECT_EQ(first["kernel"]["check"], "REFUSED: padded rows");
   EXPECT_FALSE(first["kernel"].contains("median_us"));
@@ -111,7 +115,10 @@ TEST_F(Gpu, BenchChecksEveryTimedKernelAgainstTheReference) {
     checks.push_back(point["native"]["check"].get<std::string>());
     checks.push_back(point["native_pdl"]["check"].get<std::string>());
     EXPECT_EQ(point["native_plans"].size(), native::all_plans(1024).size());
-    for (const auto& plan : point["native_plans"].items()) checks.push_back(plan.value()["check"].get<std::string>());
+    for (const auto& plan : point["native_plans"].items()) {
+      checks.push_back(plan.value()["check"].get<std::string>());
+      checks.push_back(plan.value()["pdl"]["check"].get<std::string>());
+    }
   }
   for (const std::string& check : checks) {
     double max_abs = -1;

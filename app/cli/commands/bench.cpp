@@ -20,8 +20,8 @@ CommandOptions add_bench_command(CLI::App& app, BenchArguments& args, CommonArgu
       ->check(CLI::Range(3, 100000))
       ->capture_default_str();
   bench->add_flag("--pdl", args.request.pdl,
-                  "also time the native kernel launched with programmatic dependent launch (each launch's prologue "
-                  "overlapping the previous one's tail)");
+                  "also time the native kernel, and with --native-plans each plan, launched with programmatic "
+                  "dependent launch (each launch's prologue overlapping the previous one's tail)");
   bench->add_flag(
       "--native-plans", args.request.native_plans,
       "also time every plan of the native kernel (ring, ring/cp.async, split/<cluster>x<vectors>), not only the one it "
